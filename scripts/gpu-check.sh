@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
+#   scripts/gpu-check.sh [build] [test] [grid] [grid2] [subset] [compare]   (default: all of them)
+# Results and logs go to $OUT (or results/gpu-check when OUT is unset).
+# Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
+# (made on a machine with apt by ../shared/tools/gpu-deps.sh .gpu-deps).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-results/gpu-check}
+mkdir -p "$out"
+stages=("$@")
+((${#stages[@]})) || stages=(build test grid grid2 subset compare)
+has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+build=build-gpu
+kf=./$build/kforge
+export KFORGE_CACHE_DIR=$PWD/$build/cache
+
+cmake_args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release)
+if [ -d .gpu-deps/usr ]; then
+  deps=$PWD/.gpu-deps/usr
+  cmake_args+=(-DCMAKE_PREFIX_PATH="$deps" -DSQLite3_INCLUDE_DIR="$deps/include"
+               -DSQLite3_LIBRARY="$deps/lib/x86_64-linux-gnu/libsqlite3.a")
+fi
+
+if has build || [ ! -x "$kf" ]; then
+  echo "== build"
+  cmake "${cmake_args[@]}" >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+  cmake --build "$build" -j "$(nproc)" 2>&1 | tail -3
+fi
+if has test; then
+  echo "== doctor"
+  $kf doctor | tee "$out/doctor.txt"
+  echo "== tests"
+  ctest --test-dir "$build" --output-on-failure -j 4 -LE gpu 2>&1 | tail -4
+  ctest --test-dir "$build" --output-on-failure -L gpu 2>&1 | tee "$out/ctest-gpu.log" | tail -25
+fi
+if has grid; then
+  echo "== grid run 1 (offline, nn+tn, every baseline)"
+  /usr/bin/time -f "grid1 wall %e s" $kf hgemm bench --out "$out/grid1.csv" --db "$out/runs.db" 2>&1 | tail -40
+fi
+if has grid2; then
+  echo "== grid run 2"
+  /usr/bin/time -f "grid2 wall %e s" $kf hgemm bench --out "$out/grid2.csv" --db "$out/runs.db" 2>&1 | tail -12
+fi
+if has subset; then
+  echo "== graph and server modes on a subset"
+  $kf hgemm bench --shapes data/shapes/subset.txt --mode graph,server --out "$out/subset.csv" --db "$out/runs.db" 2>&1 | tail -30
+fi
+if has compare; then
+  echo "== against the reference table"
+  [ -f "$out/grid1.csv" ] && $kf hgemm compare "$out/grid1.csv" --reference data/reference/h200_cublas_hgemm_grid.csv || true
+  [ -f "$out/grid2.csv" ] && $kf hgemm compare "$out/grid2.csv" --reference data/reference/h200_cublas_hgemm_grid.csv || true
+  echo "== repeatability"
+  [ -f "$out/grid2.csv" ] && $kf hgemm compare "$out/grid1.csv" --against "$out/grid2.csv" || true
+fi

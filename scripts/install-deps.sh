@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages kforge builds with. The CUDA toolkit (nvcc, cuBLAS, cuBLASLt)
+# must already be installed (NVIDIA's packages); this script checks for it and says so if missing.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 || {
+    "${sudo_cmd[@]}" apt-get update -qq >/dev/null
+    "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+  }
+fi
+
+if ! command -v nvcc >/dev/null 2>&1; then
+  if [ -x /usr/local/cuda/bin/nvcc ]; then
+    echo "install-deps: nvcc is at /usr/local/cuda/bin but not on PATH; add it: export PATH=/usr/local/cuda/bin:\$PATH" >&2
+  else
+    echo "install-deps: the CUDA toolkit (nvcc 12.4 or newer, cuBLAS) is missing: install it from NVIDIA first" >&2
+  fi
+  exit 1
+fi
+echo "install-deps: ok ($(nvcc --version | tail -n 1))"

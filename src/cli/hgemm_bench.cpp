@@ -1,0 +1,411 @@
+// kforge hgemm bench: the vendor baselines over a shape set, in the three timing modes.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "baselines/cublas.hpp"
+#include "cli/commands.hpp"
+#include "core/files.hpp"
+#include "core/text.hpp"
+#include "db/rundb.hpp"
+#include "gpu/device.hpp"
+#include "kforge/version.hpp"
+#include "measure/ceilings.hpp"
+#include "measure/timer.hpp"
+#include "report/results.hpp"
+
+namespace kforge {
+namespace {
+
+const char* const kBaselineNames[] = {"cublas", "lt_heur", "lt_auto"};
+
+struct BenchOptions {
+  std::string shapes = "grid";
+  std::string modes = "offline";
+  std::string layouts = "nn,tn";
+  std::string acc = "f32";
+  std::string baselines = "cublas,lt_heur,lt_auto";
+  std::vector<std::string> outs;
+  std::string db = "kforge.db";
+  bool no_db = false;
+  std::string cold = "none";
+  std::string dist = "uniform";
+  uint64_t seed = 1;
+  int samples = 5;
+  int warmup = 3;
+  double batch_us = 200;
+  double server_rate = 2000;
+  int autotune_algos = 100;
+  int check_samples = 256;
+  int table_limit = 40;
+  bool recalibrate = false;
+};
+
+// Everything the options say, checked before any GPU work starts.
+struct BenchPlan {
+  std::vector<Shape> shapes;
+  std::vector<Mode> modes;
+  std::vector<Layout> layouts;
+  Acc acc = Acc::kF32;
+  std::vector<std::string> baselines;
+  Dist dist = Dist::kUniform;
+  bool flush_l2 = false, rotate = false;
+};
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+BenchPlan make_plan(const BenchOptions& o) {
+  BenchPlan p;
+  p.shapes = resolve_shapes(o.shapes);
+  for (const std::string& m : split(o.modes, ',')) {
+    Mode mode = parse_mode(m);
+    if (std::find(p.modes.begin(), p.modes.end(), mode) == p.modes.end()) p.modes.push_back(mode);
+  }
+  if (p.modes.empty()) KF_USAGE_ERROR("no mode given (expected offline, graph, server or a comma list)");
+  p.layouts = parse_layouts(o.layouts);
+  p.acc = parse_acc(o.acc);
+  for (const std::string& b : split(o.baselines, ',')) {
+    if (std::find(std::begin(kBaselineNames), std::end(kBaselineNames), b) == std::end(kBaselineNames))
+      KF_USAGE_ERROR("unknown baseline '%s' (expected cublas, lt_heur, lt_auto)", b.c_str());
+    if (std::find(p.baselines.begin(), p.baselines.end(), b) == p.baselines.end()) p.baselines.push_back(b);
+  }
+  if (p.baselines.empty()) KF_USAGE_ERROR("no baseline given");
+  p.dist = parse_dist(o.dist);
+  if (o.cold == "flush") p.flush_l2 = true;
+  else if (o.cold == "rotate") p.rotate = true;
+  else if (o.cold != "none") KF_USAGE_ERROR("unknown --cold '%s' (expected none, flush or rotate)", o.cold.c_str());
+  if (p.flush_l2 && std::find(p.modes.begin(), p.modes.end(), Mode::kGraph) != p.modes.end())
+    KF_USAGE_ERROR("--cold flush does not apply to graph mode; use --cold rotate there");
+  for (const std::string& out : o.outs) {
+    if (!ends_with(out, ".csv") && !ends_with(out, ".json"))
+      KF_USAGE_ERROR("output '%s' must end in .csv or .json", out.c_str());
+    check_writable(out);
+  }
+  if (!o.no_db) check_writable(o.db);
+  if (o.samples < 1 || o.samples > 1000) KF_USAGE_ERROR("--samples must be between 1 and 1000 (got %d)", o.samples);
+  if (o.warmup < 0 || o.warmup > 1000) KF_USAGE_ERROR("--warmup must be between 0 and 1000 (got %d)", o.warmup);
+  if (!(o.batch_us > 0) || o.batch_us > 1e6) KF_USAGE_ERROR("--batch-us must be in (0, 1e6] (got %g)", o.batch_us);
+  if (!(o.server_rate > 0) || o.server_rate > 1e6) KF_USAGE_ERROR("--server-rate must be in (0, 1e6] calls/s (got %g)", o.server_rate);
+  if (o.autotune_algos < 1 || o.autotune_algos > 1000) KF_USAGE_ERROR("--autotune-algos must be between 1 and 1000");
+  if (o.check_samples < 2) KF_USAGE_ERROR("--check-samples must be at least 2");
+  return p;
+}
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+size_t set_bytes(const Shape& s) {
+  return align256(elems_a(s) * 2) + align256(elems_b(s) * 2) + align256(elems_c(s) * 2);
+}
+
+// Input sets laid out in one pool: set j holds A, B and C of the current shape.
+struct Operands {
+  DeviceBuffer pool;
+  size_t stride = 0;
+  int sets = 1;
+  GemmOperands at(int64_t call, const Shape& s) const {
+    char* base = pool.as<char>() + size_t(call % sets) * stride;
+    const size_t a_bytes = align256(elems_a(s) * 2), b_bytes = align256(elems_b(s) * 2);
+    return {reinterpret_cast<const __half*>(base), reinterpret_cast<const __half*>(base + a_bytes),
+            reinterpret_cast<__half*>(base + a_bytes + b_bytes)};
+  }
+};
+
+uint64_t shape_seed(uint64_t seed, const Shape& s, Layout l) {
+  uint64_t h = seed * 0x9e3779b97f4a7c15ull;
+  for (uint64_t v : {uint64_t(s.m), uint64_t(s.n), uint64_t(s.k), uint64_t(l)}) h = (h ^ v) * 0x100000001b3ull;
+  return h;
+}
+
+class Progress {
+ public:
+  Progress(const std::vector<Shape>& shapes) : tty_(::isatty(2)), start_(clock::now()) {
+    for (const Shape& s : shapes) total_ += weight(s);
+  }
+  void done(size_t index, size_t count, const Shape& s) {
+    done_ += weight(s);
+    const double elapsed = seconds();
+    const double eta = done_ > 0 ? elapsed * (total_ - done_) / done_ : 0;
+    const bool last = index + 1 == count;
+    if (!tty_ && !last && elapsed - last_print_ < 15.0) return;
+    last_print_ = elapsed;
+    std::fprintf(stderr, "%s[%4zu/%zu] %-18s elapsed %-7s ETA %-7s%s", tty_ ? "\r" : "", index + 1, count,
+                 s.str().c_str(), human_duration(elapsed).c_str(), human_duration(eta).c_str(),
+                 tty_ && !last ? "" : "\n");
+    std::fflush(stderr);
+  }
+  double seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static double weight(const Shape& s) { return 3e9 + s.flops(); }  // fixed cost per shape + work
+  bool tty_;
+  clock::time_point start_;
+  double total_ = 0, done_ = 0, last_print_ = -1e9;
+};
+
+std::string per_shape_table(const std::vector<Measurement>& rows) {
+  std::string out = strf("%-18s %-6s %-7s %-8s %12s %9s %8s %8s %s\n", "shape", "layout", "mode", "impl", "time",
+                         "TFLOP/s", "vs best", "% floor", "check");
+  for (const Measurement& m : rows)
+    out += strf("%-18s %-6s %-7s %-8s %12s %9.1f %8.3f %7.1f%% %s\n", m.shape.str().c_str(),
+                std::string(to_string(m.layout)).c_str(), m.mode.c_str(), m.impl.c_str(),
+                human_us(m.time_us.median).c_str(), m.tflops, m.ratio_to_best, m.floor_pct,
+                m.verified ? "ok" : "FAILED");
+  return out;
+}
+
+nlohmann::json options_json(const BenchOptions& o) {
+  return {{"shapes", o.shapes}, {"modes", o.modes},     {"layouts", o.layouts},     {"acc", o.acc},
+          {"baselines", o.baselines}, {"cold", o.cold}, {"dist", o.dist},           {"seed", o.seed},
+          {"samples", o.samples}, {"warmup", o.warmup}, {"batch_us", o.batch_us},   {"server_rate", o.server_rate},
+          {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples}};
+}
+
+void run_bench(const BenchOptions& o, const std::string& command) {
+  const BenchPlan plan = make_plan(o);
+  require_gpu();
+  const DeviceInfo dev = query_device(0);
+  Stream stream;
+  const cudaStream_t s = stream.get();
+
+  // Memory: one pool large enough for the largest shape's operands (or 3x L2 of rotated sets).
+  size_t largest = 0;
+  Shape largest_shape;
+  for (const Shape& sh : plan.shapes)
+    if (set_bytes(sh) > largest) largest = set_bytes(sh), largest_shape = sh;
+  const size_t pool_bytes = std::max(largest, plan.rotate ? align256(size_t(3.2 * double(dev.l2_bytes))) : size_t(0));
+  const size_t need = pool_bytes + kBaselineWorkspaceBytes + (size_t(256) << 20);
+  if (need > dev.mem_free)
+    KF_RUNTIME_ERROR("out of GPU memory: shape %s needs %s of device memory, %s free on %s",
+                     largest_shape.str().c_str(), human_bytes(double(need)).c_str(),
+                     human_bytes(double(dev.mem_free)).c_str(), dev.name.c_str());
+
+  const Ceilings ceil = load_or_calibrate_ceilings(dev, s, o.recalibrate);
+  std::unique_ptr<RunDb> db;
+  int64_t run_id = 0;
+  if (!o.no_db) {
+    db = std::make_unique<RunDb>(o.db);
+    nlohmann::json devj = to_json(dev);
+    devj["ceilings"] = to_json(ceil);
+    run_id = db->begin_run("hgemm-bench", command, devj, options_json(o));
+  }
+
+  std::fprintf(stderr, "kforge hgemm bench: %zu shapes x %zu layouts x %zu modes on %s (%s); baselines %s\n",
+               plan.shapes.size(), plan.layouts.size(), plan.modes.size(), dev.name.c_str(), dev.arch().c_str(),
+               join(plan.baselines, ",").c_str());
+  if (std::find(plan.modes.begin(), plan.modes.end(), Mode::kOffline) != plan.modes.end())
+    std::fprintf(stderr, "note: offline mode times back-to-back calls from one host thread: host dispatch is "
+                         "included on purpose\n");
+
+  CublasHandles handles;
+  Operands ops;
+  ops.pool = DeviceBuffer(pool_bytes, "operand pool");
+  Timer timer(s, dev.l2_bytes, o.seed);
+  std::mt19937_64 rng(o.seed);
+  std::vector<Measurement> all;
+  Progress progress(plan.shapes);
+  size_t shapes_done = 0;
+  auto previous = std::signal(SIGINT, on_sigint);
+  g_interrupted = false;
+
+  try {
+    for (size_t si = 0; si < plan.shapes.size() && !g_interrupted; ++si) {
+      const Shape& sh = plan.shapes[si];
+      std::vector<Measurement> shape_rows;
+      ops.stride = set_bytes(sh);
+      ops.sets = plan.rotate ? int(std::max<size_t>(1, pool_bytes / ops.stride)) : 1;
+      for (Layout layout : plan.layouts) {
+        const HgemmProblem prob{sh, layout, plan.acc};
+        fill_random(ops.pool.as<__half>(), ops.sets * ops.stride / 2, plan.dist, shape_seed(o.seed, sh, layout), s);
+        LtPlan lt(handles, prob);
+        const auto heur = lt.heuristics(1);
+        const auto autos = lt.heuristics(o.autotune_algos);
+
+        // Each candidate implementation: its launch and its description.
+        struct Impl {
+          std::string name, algo;
+          std::vector<std::pair<Launch, std::string>> variants;  // lt_auto: one per algorithm
+        };
+        std::vector<Impl> impls;
+        for (const std::string& b : plan.baselines) {
+          Impl im{b, "", {}};
+          if (b == "cublas") {
+            im.variants.push_back({[&](cudaStream_t st, int64_t i) { cublas_gemm_ex(handles, prob, ops.at(i, sh), st); },
+                                   "cublasGemmEx CUBLAS_GEMM_DEFAULT"});
+          } else {
+            const auto& list = b == "lt_heur" ? heur : autos;
+            for (const auto& h : list) {
+              const cublasLtMatmulAlgo_t* algo = &h.algo;
+              im.variants.push_back({[&lt, &ops, &sh, algo](cudaStream_t st, int64_t i) {
+                                       if (!lt.run(*algo, ops.at(i, sh), st))
+                                         KF_RUNTIME_ERROR("cuBLASLt refused an algorithm it had offered");
+                                     },
+                                     describe_algo(h.algo, h.workspaceSize)});
+            }
+            if (im.variants.empty()) {
+              std::fprintf(stderr, "\nwarning: cuBLASLt's heuristic offered no algorithm for %s %s; %s skipped\n",
+                           sh.str().c_str(), std::string(to_string(layout)).c_str(), b.c_str());
+              continue;
+            }
+          }
+          impls.push_back(std::move(im));
+        }
+        std::shuffle(impls.begin(), impls.end(), rng);
+
+        for (Impl& im : impls) {
+          // Verify every variant once before timing it: poisoned output, random inputs, fp64 samples.
+          std::vector<bool> variant_ok(im.variants.size());
+          CheckResult worst_check;
+          bool any_ok = false;
+          for (size_t vi = 0; vi < im.variants.size(); ++vi) {
+            const GemmOperands first = ops.at(0, sh);
+            poison_nan(first.c, elems_c(sh), s);
+            im.variants[vi].first(s, 0);
+            const CheckResult cr = check_sampled_gpu(prob, first.a, first.b, first.c, o.check_samples,
+                                                     shape_seed(o.seed + 7, sh, layout), s);
+            variant_ok[vi] = cr.ok();
+            any_ok |= cr.ok();
+            if (!cr.ok())
+              std::fprintf(stderr, "\nwarning: %s %s %s (%s) failed verification: %s\n", im.name.c_str(),
+                           sh.str().c_str(), std::string(to_string(layout)).c_str(), im.variants[vi].second.c_str(),
+                           cr.describe().c_str());
+            if (vi == 0 || cr.worst_ratio > worst_check.worst_ratio) worst_check = cr;
+          }
+          for (Mode mode : plan.modes) {
+            TimingConfig cfg;
+            cfg.mode = mode;
+            cfg.samples = o.samples;
+            cfg.warmup_calls = o.warmup;
+            cfg.batch_target_us = o.batch_us;
+            cfg.flush_l2 = plan.flush_l2;
+            cfg.server_rate_hz = o.server_rate;
+            Measurement m;
+            m.shape = sh;
+            m.layout = layout;
+            m.acc = plan.acc;
+            m.mode = std::string(to_string(mode));
+            m.impl = im.name;
+            bool have = false;
+            for (size_t vi = 0; vi < im.variants.size(); ++vi) {
+              // A variant that failed verification is never the reported baseline while a correct one exists.
+              if (any_ok && !variant_ok[vi]) continue;
+              const Timing t = timer.time(im.variants[vi].first, cfg);
+              if (!have || t.per_call_us.median < m.time_us.median) {
+                have = true;
+                m.time_us = t.per_call_us;
+                m.calls_per_sample = t.calls_per_sample;
+                m.algo = im.variants[vi].second;
+                m.verified = variant_ok[vi];
+              }
+            }
+            if (im.name == "lt_auto") m.algo = strf("best of %zu: ", im.variants.size()) + m.algo;
+            m.err_ratio = worst_check.worst_ratio;
+            m.tflops = sh.flops() / m.time_us.median / 1e6;
+            m.floor_us = counted_floor_us(sh.flops(), hgemm_bytes(sh), ceil);
+            m.floor_pct = 100.0 * m.floor_us / m.time_us.median;
+            shape_rows.push_back(m);
+          }
+        }
+      }
+      fill_ratio_to_best(shape_rows);
+      if (db) db->add_measurements(run_id, shape_rows);
+      all.insert(all.end(), shape_rows.begin(), shape_rows.end());
+      ++shapes_done;
+      progress.done(si, plan.shapes.size(), sh);
+    }
+  } catch (...) {
+    std::signal(SIGINT, previous);
+    if (db) db->finish_run(run_id, "failed", nlohmann::json::object());
+    throw;
+  }
+  std::signal(SIGINT, previous);
+
+  if (g_interrupted) {
+    if (db) db->finish_run(run_id, "interrupted", nlohmann::json::object());
+    std::fprintf(stderr, "\ninterrupted after %zu of %zu shapes: %s; no output files written\n", shapes_done,
+                 plan.shapes.size(), db ? strf("%zu measurements kept in run %lld of %s", all.size(), (long long)run_id, o.db.c_str()).c_str() : "nothing kept (--no-db)");
+    throw ExitStatus{130};
+  }
+
+  if (plan.shapes.size() * plan.layouts.size() <= size_t(o.table_limit)) std::printf("%s\n", per_shape_table(all).c_str());
+  std::printf("%s", format_summary(all).c_str());
+  std::printf("ceilings: %.1f TFLOP/s fp16 tensor, %.0f GB/s (%s)\n", ceil.tensor_tflops, ceil.bandwidth_gbs,
+              ceil.method.c_str());
+  std::printf("took %s\n", human_duration(progress.seconds()).c_str());
+
+  nlohmann::json summary;
+  for (const KeySummary& k : summarize_keys(all)) summary[k.key] = {{"shapes", k.shapes}, {"geomean_vs_best", k.geomean_vs_best}};
+  for (const std::string& out : o.outs) {
+    if (ends_with(out, ".csv")) {
+      write_file_atomic(out, to_csv(all));
+    } else {
+      nlohmann::json j;
+      j["kforge_version"] = kVersion;
+      j["command"] = command;
+      j["device"] = to_json(dev);
+      j["ceilings"] = to_json(ceil);
+      j["options"] = options_json(o);
+      j["results"] = nlohmann::json::array();
+      for (const Measurement& m : all) j["results"].push_back(to_json(m));
+      j["summary"] = summary;
+      write_file_atomic(out, j.dump(1) + "\n");
+    }
+    std::fprintf(stderr, "wrote %s\n", out.c_str());
+  }
+  if (db) {
+    db->finish_run(run_id, "complete", summary);
+    std::fprintf(stderr, "run %lld stored in %s\n", (long long)run_id, o.db.c_str());
+  }
+}
+
+}  // namespace
+
+void register_hgemm_bench(CLI::App& hgemm) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = hgemm.add_subcommand(
+      "bench", "Time the cuBLAS and cuBLASLt baselines over a shape set (default: CUDA-L2's 1,000-shape grid)");
+  cmd->add_option("--shapes", o->shapes,
+                  "'grid' (the 1,000 shapes {64..16384}^3), a list 'MxNxK,MxNxK', or a file of shapes "
+                  "(one MxNxK or M,N,K per line; '@FILE' forces a file)")
+      ->capture_default_str();
+  cmd->add_option("--mode", o->modes, "offline (back-to-back calls, host dispatch included), graph (CUDA-graph "
+                                      "replay, device time), server (random exponential gaps); a comma list runs several")
+      ->capture_default_str();
+  cmd->add_option("--layouts", o->layouts, "B layouts: nn (B row-major K x N), tn (B column-major), or nn,tn")
+      ->capture_default_str();
+  cmd->add_option("--acc", o->acc, "accumulation precision: f32 or f16")->capture_default_str();
+  cmd->add_option("--baselines", o->baselines,
+                  "comma list of cublas (cublasGemmEx), lt_heur (cuBLASLt heuristic top-1), lt_auto (cuBLASLt: "
+                  "every algorithm its heuristic returns, each timed, best kept)")
+      ->capture_default_str();
+  cmd->add_option("--out", o->outs, "write results to FILE.csv or FILE.json (repeatable); written whole at the end");
+  cmd->add_option("--db", o->db, "SQLite run database to append this run to")->capture_default_str();
+  cmd->add_flag("--no-db", o->no_db, "do not record the run in a database");
+  cmd->add_option("--cold", o->cold, "cache state: none (warm), flush (write 2x L2 before every timed call; "
+                                     "offline/server), rotate (cycle through input sets filling > 3x L2)")
+      ->capture_default_str();
+  cmd->add_option("--dist", o->dist, "input distribution: uniform [-1,1], normal, int (integers in [-2,2])")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed for inputs, random order and server gaps")->capture_default_str();
+  cmd->add_option("--samples", o->samples, "timed samples per measurement (batches; isolated calls in server mode)")
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed calls before timing")->capture_default_str();
+  cmd->add_option("--batch-us", o->batch_us, "target duration of one timed batch, microseconds")->capture_default_str();
+  cmd->add_option("--server-rate", o->server_rate, "server mode: mean call rate, calls per second")->capture_default_str();
+  cmd->add_option("--autotune-algos", o->autotune_algos, "lt_auto: algorithms requested from the heuristic")
+      ->capture_default_str();
+  cmd->add_option("--check-samples", o->check_samples, "output elements checked in fp64 per implementation")
+      ->capture_default_str();
+  cmd->add_option("--table-limit", o->table_limit, "print the per-shape table when shapes x layouts is at most this")
+      ->capture_default_str();
+  cmd->add_flag("--recalibrate", o->recalibrate, "measure the device ceilings again instead of using the cache");
+  cmd->callback([o] { run_bench(*o, command_line()); });
+}
+
+}  // namespace kforge

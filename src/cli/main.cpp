@@ -1,0 +1,36 @@
+// The kforge command.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "kforge/version.hpp"
+
+int main(int argc, char** argv) {
+  kforge::set_command_line(argc, argv);
+  CLI::App app{"kforge: makes CUDA kernels faster and proves that the speed-ups are real"};
+  app.name("kforge");
+  app.set_version_flag("--version", std::string("kforge ") + kforge::kVersion);
+  app.require_subcommand(1);
+  kforge::register_doctor(app);
+  CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks");
+  hgemm->require_subcommand(1);
+  kforge::register_hgemm_bench(*hgemm);
+  kforge::register_hgemm_compare(*hgemm);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const kforge::ExitStatus& s) {
+    return s.code;
+  } catch (const kforge::Error& e) {
+    std::fprintf(stderr, "kforge: error: %s\n", e.what());
+    if (e.kind() == kforge::ErrorKind::kInternal)
+      std::fprintf(stderr, "kforge: (internal error raised at %s; please report it)\n", e.where().c_str());
+    return e.kind() == kforge::ErrorKind::kUsage ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kforge: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,65 @@
+#include "core/files.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace kforge {
+namespace fs = std::filesystem;
+
+static fs::path folder_of(const std::string& path) {
+  fs::path p(path);
+  fs::path dir = p.parent_path();
+  return dir.empty() ? fs::path(".") : dir;
+}
+
+void check_writable(const std::string& path) {
+  if (path.empty()) KF_USAGE_ERROR("empty output path");
+  fs::path dir = folder_of(path);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    KF_USAGE_ERROR("cannot write '%s': folder '%s' does not exist", path.c_str(), dir.c_str());
+  if (fs::is_directory(path, ec)) KF_USAGE_ERROR("cannot write '%s': it is a folder", path.c_str());
+  if (::access(dir.c_str(), W_OK) != 0)
+    KF_USAGE_ERROR("cannot write '%s': folder '%s' is not writable (%s)", path.c_str(), dir.c_str(),
+                   std::strerror(errno));
+  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
+    KF_USAGE_ERROR("cannot write '%s': %s", path.c_str(), std::strerror(errno));
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  check_writable(path);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) KF_USAGE_ERROR("cannot write '%s': %s", tmp.c_str(), std::strerror(errno));
+    out << content;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      KF_RUNTIME_ERROR("writing '%s' failed: %s", tmp.c_str(), std::strerror(errno));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    KF_RUNTIME_ERROR("cannot move '%s' to '%s': %s", tmp.c_str(), path.c_str(), std::strerror(err));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) KF_USAGE_ERROR("cannot read '%s'", path.c_str());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace kforge

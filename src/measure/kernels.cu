@@ -1,0 +1,39 @@
+// Small device kernels of the measurement core.
+#include "gpu/cuda.hpp"
+#include "measure/timer.hpp"
+
+namespace kforge {
+namespace {
+
+__global__ void flush_kernel(uint4* buf, size_t n, unsigned salt) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    buf[i] = make_uint4(salt, unsigned(i), salt ^ unsigned(i), 0u);
+}
+
+__device__ inline uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spin_kernel(int64_t ns) {
+  const uint64_t start = global_ns();
+  while (global_ns() - start < uint64_t(ns)) {
+  }
+}
+
+}  // namespace
+
+void launch_l2_flush(void* buf, size_t bytes, cudaStream_t s) {
+  static unsigned salt = 0;
+  const size_t n = bytes / sizeof(uint4);
+  flush_kernel<<<1024, 256, 0, s>>>(static_cast<uint4*>(buf), n, ++salt);
+  KF_CUDA_LAUNCHED();
+}
+
+void launch_spin(int64_t ns, cudaStream_t s) {
+  spin_kernel<<<1, 32, 0, s>>>(ns);
+  KF_CUDA_LAUNCHED();
+}
+
+}  // namespace kforge

@@ -1,0 +1,22 @@
+// Statistics before verdicts: medians, spreads, geometric means.
+#pragma once
+#include <vector>
+
+namespace kforge {
+
+struct Summary {
+  int n = 0;
+  double median = 0, mean = 0, min = 0, max = 0;
+  double p10 = 0, p90 = 0;    // 10th and 90th percentiles (linear interpolation)
+  double rel_spread() const;  // (p90 - p10) / median; 0 when n < 2
+};
+
+// Throws an internal error on an empty sample.
+Summary summarize(std::vector<double> xs);
+double median(std::vector<double> xs);
+// p in [0, 1], linear interpolation between order statistics.
+double percentile(std::vector<double> xs, double p);
+// Geometric mean of positive values; NaN on an empty input.
+double geomean(const std::vector<double>& xs);
+
+}  // namespace kforge

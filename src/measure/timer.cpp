@@ -1,0 +1,178 @@
+#include "measure/timer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace kforge {
+
+std::string_view to_string(Mode m) {
+  switch (m) {
+    case Mode::kOffline: return "offline";
+    case Mode::kGraph: return "graph";
+    case Mode::kServer: return "server";
+  }
+  return "?";
+}
+
+Mode parse_mode(std::string_view s) {
+  if (s == "offline") return Mode::kOffline;
+  if (s == "graph") return Mode::kGraph;
+  if (s == "server") return Mode::kServer;
+  KF_USAGE_ERROR("unknown mode '%.*s' (expected offline, graph or server)", int(s.size()), s.data());
+}
+
+Timer::Timer(cudaStream_t stream, size_t l2_bytes, uint64_t seed) : s_(stream), l2_bytes_(l2_bytes), rng_(seed) {}
+
+void Timer::validate(const TimingConfig& cfg) const {
+  if (cfg.mode == Mode::kGraph && cfg.flush_l2)
+    KF_USAGE_ERROR("an L2 flush applies to offline and server modes; graph mode times back-to-back replays "
+                   "(rotate inputs for a cold cache there)");
+  if (cfg.samples < 1) KF_USAGE_ERROR("the number of samples must be at least 1 (got %d)", cfg.samples);
+  if (cfg.warmup_calls < 0) KF_USAGE_ERROR("warm-up calls cannot be negative (got %d)", cfg.warmup_calls);
+  if (!(cfg.batch_target_us > 0)) KF_USAGE_ERROR("the batch target must be positive (got %g us)", cfg.batch_target_us);
+  if (cfg.max_calls_per_batch < 1) KF_USAGE_ERROR("max calls per batch must be at least 1");
+  if (cfg.mode == Mode::kServer && !(cfg.server_rate_hz > 0 && std::isfinite(cfg.server_rate_hz)))
+    KF_USAGE_ERROR("the server call rate must be a positive number of calls per second (got %g)", cfg.server_rate_hz);
+}
+
+void Timer::flush() {
+  if (!flush_buf_.get()) flush_buf_ = DeviceBuffer(std::max<size_t>(2 * l2_bytes_, size_t(64) << 20), "L2 flush buffer");
+  launch_l2_flush(flush_buf_.get(), flush_buf_.bytes(), s_);
+}
+
+void Timer::warm_up(const Launch& f, const TimingConfig& cfg) {
+  for (int i = 0; i < cfg.warmup_calls; ++i) f(s_, call_index_++);
+  KF_CUDA(cudaStreamSynchronize(s_));
+}
+
+int Timer::calls_for(const Launch& f, const TimingConfig& cfg) {
+  if (cfg.mode == Mode::kServer) return 1;
+  constexpr int kProbe = 2;
+  double est_us;
+  if (cfg.mode == Mode::kGraph) {
+    GraphExec probe;
+    probe.capture(s_, [&] {
+      for (int i = 0; i < kProbe; ++i) f(s_, call_index_++);
+    });
+    probe.launch(s_);  // first replay uploads the graph
+    start_.record(s_);
+    probe.launch(s_);
+    stop_.record(s_);
+    est_us = elapsed_ms(start_, stop_) * 1000.0 / kProbe;
+  } else {
+    start_.record(s_);
+    for (int i = 0; i < kProbe; ++i) f(s_, call_index_++);
+    stop_.record(s_);
+    est_us = elapsed_ms(start_, stop_) * 1000.0 / kProbe;
+  }
+  if (cfg.flush_l2) return std::clamp(int(std::ceil(cfg.batch_target_us / std::max(est_us, 1.0))), 1, 32);
+  const double calls = std::ceil(cfg.batch_target_us / std::max(est_us, 0.05));
+  return int(std::clamp(calls, 1.0, double(cfg.max_calls_per_batch)));
+}
+
+void Timer::prepare(const Launch& f, const TimingConfig& cfg, Prepared& prep) {
+  prep.calls = calls_for(f, cfg);
+  if (cfg.mode == Mode::kGraph) {
+    prep.graph.capture(s_, [&] {
+      for (int i = 0; i < prep.calls; ++i) f(s_, call_index_++);
+    });
+    prep.graph.launch(s_);
+    KF_CUDA(cudaStreamSynchronize(s_));
+  }
+}
+
+double Timer::sample(const Launch& f, const TimingConfig& cfg, Prepared& prep) {
+  switch (cfg.mode) {
+    case Mode::kGraph:
+      start_.record(s_);
+      prep.graph.launch(s_);
+      stop_.record(s_);
+      return elapsed_ms(start_, stop_) * 1000.0 / prep.calls;
+    case Mode::kOffline:
+      if (!cfg.flush_l2) {
+        start_.record(s_);
+        for (int i = 0; i < prep.calls; ++i) f(s_, call_index_++);
+        stop_.record(s_);
+        return elapsed_ms(start_, stop_) * 1000.0 / prep.calls;
+      } else {
+        double total_ms = 0;
+        for (int i = 0; i < prep.calls; ++i) {
+          flush();
+          start_.record(s_);
+          f(s_, call_index_++);
+          stop_.record(s_);
+          total_ms += elapsed_ms(start_, stop_);
+        }
+        return total_ms * 1000.0 / prep.calls;
+      }
+    case Mode::kServer: {
+      if (cfg.flush_l2) {
+        flush();
+        KF_CUDA(cudaStreamSynchronize(s_));
+      }
+      std::exponential_distribution<double> gap_s(cfg.server_rate_hz);
+      using clock = std::chrono::steady_clock;
+      const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(gap_s(rng_)));
+      // Sleep through most of a long gap, then spin: sleeps alone overshoot by tens of microseconds.
+      if (until - clock::now() > std::chrono::milliseconds(2)) std::this_thread::sleep_until(until - std::chrono::milliseconds(1));
+      while (clock::now() < until) {
+      }
+      start_.record(s_);
+      f(s_, call_index_++);
+      stop_.record(s_);
+      return elapsed_ms(start_, stop_) * 1000.0;
+    }
+  }
+  KF_CHECK(false, "unknown timing mode");
+}
+
+Timing Timer::time(const Launch& f, const TimingConfig& cfg) {
+  validate(cfg);
+  warm_up(f, cfg);
+  Prepared prep;
+  prepare(f, cfg, prep);
+  Timing t;
+  t.mode = cfg.mode;
+  t.calls_per_sample = prep.calls;
+  for (int i = 0; i < cfg.samples; ++i) t.samples_us.push_back(sample(f, cfg, prep));
+  t.per_call_us = summarize(t.samples_us);
+  return t;
+}
+
+PairedTiming Timer::time_paired(const Launch& a, const Launch& b, const TimingConfig& cfg) {
+  validate(cfg);
+  warm_up(a, cfg);
+  warm_up(b, cfg);
+  Prepared pa, pb;
+  prepare(a, cfg, pa);
+  prepare(b, cfg, pb);
+  PairedTiming out;
+  out.a.mode = out.b.mode = cfg.mode;
+  out.a.calls_per_sample = pa.calls;
+  out.b.calls_per_sample = pb.calls;
+  std::vector<double> ratios;
+  std::bernoulli_distribution a_first(0.5);
+  for (int i = 0; i < cfg.samples; ++i) {
+    double ta, tb;
+    if (a_first(rng_)) {
+      ta = sample(a, cfg, pa);
+      tb = sample(b, cfg, pb);
+    } else {
+      tb = sample(b, cfg, pb);
+      ta = sample(a, cfg, pa);
+    }
+    out.a.samples_us.push_back(ta);
+    out.b.samples_us.push_back(tb);
+    ratios.push_back(ta / tb);
+  }
+  out.a.per_call_us = summarize(out.a.samples_us);
+  out.b.per_call_us = summarize(out.b.samples_us);
+  out.ratio = summarize(ratios);
+  return out;
+}
+
+}  // namespace kforge

@@ -1,0 +1,90 @@
+// The measurement core. Every timing kforge reports comes out of Timer.
+//
+// Modes:
+//   offline  back-to-back calls from one host thread, CUDA events around a batch: the cost a user
+//            sees, host dispatch included (host effects are measured on purpose).
+//   graph    the batch captured once in a CUDA graph and replayed: device time only.
+//   server   one call at a time after an exponentially distributed random gap (mean 1/rate), events
+//            around the single call: the latency of an isolated call on an idle GPU.
+// Cold caches: `flush_l2` writes a buffer of twice the L2 size before every timed call (offline and
+// server; each call is then timed alone); input rotation is the caller's (the launch gets the call
+// index and picks its input set from it, e.g. index % copies).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda.hpp"
+#include "measure/stats.hpp"
+
+namespace kforge {
+
+enum class Mode { kOffline, kGraph, kServer };
+std::string_view to_string(Mode m);
+Mode parse_mode(std::string_view s);
+
+struct TimingConfig {
+  Mode mode = Mode::kOffline;
+  int warmup_calls = 3;         // untimed calls before anything is timed
+  double batch_target_us = 200; // a batch holds enough calls to last about this long
+  int max_calls_per_batch = 10000;
+  int samples = 5;              // batches (offline, graph) or isolated calls (server)
+  bool flush_l2 = false;
+  double server_rate_hz = 2000; // server mode: mean call rate
+};
+
+// A launch enqueues one call on the stream; `call_index` counts every call made through the timer
+// (warm-up included) so that the caller can rotate inputs.
+using Launch = std::function<void(cudaStream_t, int64_t call_index)>;
+
+struct Timing {
+  Mode mode = Mode::kOffline;
+  Summary per_call_us;       // over the samples: each sample is a batch's time / its calls
+  int calls_per_sample = 1;
+  std::vector<double> samples_us;
+};
+
+struct PairedTiming {
+  Timing a, b;
+  Summary ratio;  // per round: a's sample / b's sample, taken back to back in random order
+};
+
+class Timer {
+ public:
+  // `l2_bytes` sizes the flush buffer (allocated on first use); `seed` drives the random order
+  // of paired runs and the server-mode gaps.
+  Timer(cudaStream_t stream, size_t l2_bytes, uint64_t seed = 0x6b666f726765ull);
+  Timing time(const Launch& f, const TimingConfig& cfg);
+  // Paired A/B: `cfg.samples` rounds; in each, A and B are sampled once each in random order.
+  PairedTiming time_paired(const Launch& a, const Launch& b, const TimingConfig& cfg);
+
+ private:
+  struct Prepared {
+    int calls = 1;        // calls per sample
+    GraphExec graph;      // graph mode: the captured batch
+  };
+  void warm_up(const Launch& f, const TimingConfig& cfg);
+  int calls_for(const Launch& f, const TimingConfig& cfg);
+  void prepare(const Launch& f, const TimingConfig& cfg, Prepared& prep);
+  double sample(const Launch& f, const TimingConfig& cfg, Prepared& prep);  // microseconds per call
+  void flush();
+  void validate(const TimingConfig& cfg) const;
+
+  cudaStream_t s_;
+  size_t l2_bytes_;
+  DeviceBuffer flush_buf_;
+  Event start_, stop_;
+  std::mt19937_64 rng_;
+  int64_t call_index_ = 0;
+};
+
+// Device helpers used by the timer and its tests.
+void launch_l2_flush(void* buf, size_t bytes, cudaStream_t s);
+// Spins one thread block for `ns` nanoseconds of GPU time (globaltimer).
+void launch_spin(int64_t ns, cudaStream_t s);
+
+}  // namespace kforge

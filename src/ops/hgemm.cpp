@@ -1,0 +1,109 @@
+#include "ops/hgemm.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace kforge {
+
+kforge_hgemm_problem HgemmProblem::abi() const {
+  kforge_hgemm_problem p{};
+  p.m = shape.m;
+  p.n = shape.n;
+  p.k = shape.k;
+  p.layout = layout == Layout::kNN ? KFORGE_HGEMM_NN : KFORGE_HGEMM_TN;
+  p.acc = acc == Acc::kF32 ? KFORGE_HGEMM_ACC_F32 : KFORGE_HGEMM_ACC_F16;
+  return p;
+}
+
+size_t elems_a(const Shape& s) { return size_t(s.m) * size_t(s.k); }
+size_t elems_b(const Shape& s) { return size_t(s.k) * size_t(s.n); }
+size_t elems_c(const Shape& s) { return size_t(s.m) * size_t(s.n); }
+double hgemm_flops(const Shape& s) { return s.flops(); }
+double hgemm_bytes(const Shape& s) { return 2.0 * double(elems_a(s) + elems_b(s) + elems_c(s)); }
+
+Dist parse_dist(const std::string& s) {
+  if (s == "uniform") return Dist::kUniform;
+  if (s == "normal") return Dist::kNormal;
+  if (s == "int" || s == "small-int") return Dist::kSmallInt;
+  KF_USAGE_ERROR("unknown input distribution '%s' (expected uniform, normal or int)", s.c_str());
+}
+
+std::string to_string(Dist d) {
+  switch (d) {
+    case Dist::kUniform: return "uniform";
+    case Dist::kNormal: return "normal";
+    case Dist::kSmallInt: return "int";
+  }
+  return "?";
+}
+
+std::string CheckResult::describe() const {
+  if (checked == 0) return "nothing checked";
+  std::string s = strf("%lld/%lld elements outside tolerance", (long long)bad, (long long)checked);
+  if (nonfinite) s += strf(" (%lld NaN/inf: unwritten or overflowed)", (long long)nonfinite);
+  if (worst_row >= 0)
+    s += strf("; worst at (%lld,%lld): got %.6g, expected %.6g, error/bound %.3g", (long long)worst_row,
+              (long long)worst_col, worst_value, worst_ref, worst_ratio);
+  return s;
+}
+
+std::vector<double> reference_cpu_f64(const HgemmProblem& p, const std::vector<__half>& a,
+                                      const std::vector<__half>& b) {
+  const Shape& s = p.shape;
+  KF_CHECK(a.size() == elems_a(s) && b.size() == elems_b(s), "reference_cpu_f64: input sizes do not match %s",
+           s.str().c_str());
+  std::vector<double> out(elems_c(s));
+  std::vector<double> bcol(size_t(s.k));
+  for (int64_t j = 0; j < s.n; ++j) {
+    for (int64_t kk = 0; kk < s.k; ++kk)
+      bcol[kk] = __half2float(p.layout == Layout::kTN ? b[j * s.k + kk] : b[kk * s.n + j]);
+    for (int64_t i = 0; i < s.m; ++i) {
+      double acc = 0;
+      for (int64_t kk = 0; kk < s.k; ++kk) acc += double(__half2float(a[i * s.k + kk])) * bcol[kk];
+      out[i * s.n + j] = acc;
+    }
+  }
+  return out;
+}
+
+CheckResult check_cpu(const HgemmProblem& p, const std::vector<__half>& a, const std::vector<__half>& b,
+                      const std::vector<__half>& c) {
+  const Shape& s = p.shape;
+  KF_CHECK(c.size() == elems_c(s), "check_cpu: output size does not match %s", s.str().c_str());
+  const std::vector<double> ref = reference_cpu_f64(p, a, b);
+  CheckResult r;
+  r.checked = int64_t(c.size());
+  r.exact = true;
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      double abs_sum = 0;
+      for (int64_t kk = 0; kk < s.k; ++kk) {
+        const double bv = __half2float(p.layout == Layout::kTN ? b[j * s.k + kk] : b[kk * s.n + j]);
+        abs_sum += std::fabs(double(__half2float(a[i * s.k + kk])) * bv);
+      }
+      const size_t idx = size_t(i * s.n + j);
+      const double cv = __half2float(c[idx]);
+      double ratio;
+      if (!std::isfinite(cv)) {
+        ++r.nonfinite;
+        ratio = std::numeric_limits<double>::infinity();
+      } else {
+        ratio = std::fabs(cv - ref[idx]) / hgemm_tolerance(ref[idx], abs_sum, p.acc);
+      }
+      if (!(ratio <= 1.0)) ++r.bad;
+      if (cv != ref[idx]) r.exact = false;
+      if (ratio > r.worst_ratio || r.worst_row < 0) {
+        r.worst_ratio = ratio;
+        r.worst_row = i;
+        r.worst_col = j;
+        r.worst_value = cv;
+        r.worst_ref = ref[idx];
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace kforge

@@ -1,0 +1,51 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "measure/ceilings.hpp"
+#include "measure/stats.hpp"
+
+namespace kforge {
+namespace {
+
+TEST(Stats, MedianAndPercentiles) {
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(percentile({0, 10}, 0.1), 1.0);
+  Summary s = summarize({5, 1, 4, 2, 3});
+  EXPECT_EQ(s.n, 5);
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 5);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_NEAR(s.p10, 1.4, 1e-12);
+  EXPECT_NEAR(s.p90, 4.6, 1e-12);
+  EXPECT_NEAR(s.rel_spread(), (4.6 - 1.4) / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(summarize({7}).rel_spread(), 0);
+  EXPECT_THROW(summarize({}), Error);
+}
+
+TEST(Stats, GeometricMean) {
+  EXPECT_NEAR(geomean({1, 4}), 2, 1e-12);
+  EXPECT_NEAR(geomean({2, 2, 2}), 2, 1e-12);
+  EXPECT_TRUE(std::isnan(geomean({})));
+  EXPECT_THROW(geomean({1, 0}), Error);
+}
+
+TEST(Ceilings, CountedFloorIsTheLargerOfComputeAndMemory) {
+  Ceilings c;
+  c.tensor_tflops = 500;   // 5e14 FLOP/s
+  c.bandwidth_gbs = 4000;  // 4e12 B/s
+  // Compute-bound: 1e12 FLOP -> 2000 us; 1e6 bytes -> 0.25 us.
+  EXPECT_NEAR(counted_floor_us(1e12, 1e6, c), 2000, 1e-9);
+  // Memory-bound: 1e6 FLOP -> 0.002 us; 4e9 bytes -> 1000 us.
+  EXPECT_NEAR(counted_floor_us(1e6, 4e9, c), 1000, 1e-9);
+  nlohmann::json j = to_json(c);
+  Ceilings back = ceilings_from_json(j);
+  EXPECT_DOUBLE_EQ(back.tensor_tflops, 500);
+  EXPECT_DOUBLE_EQ(back.bandwidth_gbs, 4000);
+}
+
+}  // namespace
+}  // namespace kforge
