@@ -2,6 +2,8 @@
 
 #include <library_types.h>
 
+#include <cstring>
+
 namespace kforge {
 
 CublasHandles::CublasHandles(size_t workspace_bytes) : workspace_(workspace_bytes, "cuBLAS workspace") {
@@ -106,12 +108,17 @@ bool LtPlan::run(const cublasLtMatmulAlgo_t& algo, const GemmOperands& ops, cuda
 }
 
 std::string describe_algo(const cublasLtMatmulAlgo_t& algo, size_t workspace_bytes) {
+  // Each attribute has its own integer width: ask for the size first, then read exactly that many bytes.
   auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> long long {
-    uint64_t v = 0;  // every attribute read here is an integer of at most 8 bytes
+    size_t size = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS || size == 0 ||
+        size > 8)
+      return -1;
+    unsigned char buf[8] = {};
     size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS) return -1;
-    if (written == 4) return (long long)(uint32_t)v;
-    if (written == 2) return (long long)(uint16_t)v;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, buf, size, &written) != CUBLAS_STATUS_SUCCESS) return -1;
+    uint64_t v = 0;
+    std::memcpy(&v, buf, written);  // little-endian: the low bytes hold the value
     return (long long)v;
   };
   return strf("algo=%lld tile=%lld stages=%lld splitk=%lld reduction=%lld swizzle=%lld custom=%lld ws=%zu",

@@ -36,6 +36,7 @@ struct BenchOptions {
   bool no_db = false;
   std::string cold = "none";
   std::string dist = "uniform";
+  std::string stream = "created";
   uint64_t seed = 1;
   int samples = 5;
   int warmup = 3;
@@ -81,6 +82,10 @@ BenchPlan make_plan(const BenchOptions& o) {
   if (o.cold == "flush") p.flush_l2 = true;
   else if (o.cold == "rotate") p.rotate = true;
   else if (o.cold != "none") KF_USAGE_ERROR("unknown --cold '%s' (expected none, flush or rotate)", o.cold.c_str());
+  if (o.stream != "created" && o.stream != "legacy")
+    KF_USAGE_ERROR("unknown --stream '%s' (expected created or legacy)", o.stream.c_str());
+  if (o.stream == "legacy" && std::find(p.modes.begin(), p.modes.end(), Mode::kGraph) != p.modes.end())
+    KF_USAGE_ERROR("--stream legacy cannot be captured into a CUDA graph; graph mode needs --stream created");
   if (p.flush_l2 && std::find(p.modes.begin(), p.modes.end(), Mode::kGraph) != p.modes.end())
     KF_USAGE_ERROR("--cold flush does not apply to graph mode; use --cold rotate there");
   for (const std::string& out : o.outs) {
@@ -162,7 +167,7 @@ std::string per_shape_table(const std::vector<Measurement>& rows) {
 
 nlohmann::json options_json(const BenchOptions& o) {
   return {{"shapes", o.shapes}, {"modes", o.modes},     {"layouts", o.layouts},     {"acc", o.acc},
-          {"baselines", o.baselines}, {"cold", o.cold}, {"dist", o.dist},           {"seed", o.seed},
+          {"baselines", o.baselines}, {"cold", o.cold}, {"dist", o.dist},           {"stream", o.stream},       {"seed", o.seed},
           {"samples", o.samples}, {"warmup", o.warmup}, {"batch_us", o.batch_us},   {"server_rate", o.server_rate},
           {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples}};
 }
@@ -172,7 +177,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   require_gpu();
   const DeviceInfo dev = query_device(0);
   Stream stream;
-  const cudaStream_t s = stream.get();
+  const cudaStream_t s = o.stream == "legacy" ? cudaStream_t(nullptr) : stream.get();
 
   // Memory: one pool large enough for the largest shape's operands (or 3x L2 of rotated sets).
   size_t largest = 0;
@@ -186,7 +191,8 @@ void run_bench(const BenchOptions& o, const std::string& command) {
                      largest_shape.str().c_str(), human_bytes(double(need)).c_str(),
                      human_bytes(double(dev.mem_free)).c_str(), dev.name.c_str());
 
-  const Ceilings ceil = load_or_calibrate_ceilings(dev, s, o.recalibrate);
+  // Calibration captures graphs: always on kforge's own stream, whatever --stream says.
+  const Ceilings ceil = load_or_calibrate_ceilings(dev, stream.get(), o.recalibrate);
   std::unique_ptr<RunDb> db;
   int64_t run_id = 0;
   if (!o.no_db) {
@@ -403,6 +409,9 @@ void register_hgemm_bench(CLI::App& hgemm) {
                                      "offline/server), rotate (cycle through input sets filling > 3x L2)")
       ->capture_default_str();
   cmd->add_option("--dist", o->dist, "input distribution: uniform [-1,1], normal, int (integers in [-2,2])")
+      ->capture_default_str();
+  cmd->add_option("--stream", o->stream, "where calls go: created (a non-blocking stream of kforge's own) or legacy "
+                                         "(the legacy default stream 0, as many applications call cuBLAS)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed for inputs, random order and server gaps")->capture_default_str();
   cmd->add_option("--samples", o->samples, "timed samples per measurement (batches; isolated calls in server mode)")

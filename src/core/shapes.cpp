@@ -80,7 +80,8 @@ std::vector<Shape> default_grid() {
 std::vector<Shape> resolve_shapes(const std::string& arg) {
   if (arg == "grid") return default_grid();
   if (!arg.empty() && arg[0] == '@') return load_shape_file(arg.substr(1));
-  if (arg.find('x') == std::string::npos && std::filesystem::exists(arg)) return load_shape_file(arg);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(arg, ec)) return load_shape_file(arg);
   return parse_shape_list(arg);
 }
 

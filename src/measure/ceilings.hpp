@@ -1,6 +1,7 @@
 // The device's two ceilings, measured once and cached per device: the fp16 tensor-core rate (the
-// best of cuBLASLt's heuristic algorithms on large fp16 GEMMs, fp32 accumulation, graph mode) and
-// the memory bandwidth (a large device-to-device copy, bytes read plus bytes written). The counted
+// fastest sample of cuBLASLt's heuristic algorithms on several large fp16 GEMMs, fp32 accumulation,
+// graph mode) and the memory bandwidth (the fastest sample of a 2 GiB copy kernel, bytes read plus
+// bytes written). Both are upper bounds, as a floor needs. The counted
 // floor of a problem is max(FLOPs / peak, bytes / bandwidth): a time under it is a bug or a hack.
 #pragma once
 #include <cuda_runtime_api.h>

@@ -10,6 +10,11 @@ __global__ void flush_kernel(uint4* buf, size_t n, unsigned salt) {
     buf[i] = make_uint4(salt, unsigned(i), salt ^ unsigned(i), 0u);
 }
 
+__global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
 __device__ inline uint64_t global_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -28,6 +33,12 @@ void launch_l2_flush(void* buf, size_t bytes, cudaStream_t s) {
   static unsigned salt = 0;
   const size_t n = bytes / sizeof(uint4);
   flush_kernel<<<1024, 256, 0, s>>>(static_cast<uint4*>(buf), n, ++salt);
+  KF_CUDA_LAUNCHED();
+}
+
+void launch_copy(const void* src, void* dst, size_t bytes, int sm_count, cudaStream_t s) {
+  KF_CHECK(bytes % sizeof(uint4) == 0, "launch_copy: %zu bytes is not a multiple of 16", bytes);
+  copy_kernel<<<sm_count * 8, 512, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), bytes / sizeof(uint4));
   KF_CUDA_LAUNCHED();
 }
 

@@ -84,6 +84,8 @@ class Timer {
 
 // Device helpers used by the timer and its tests.
 void launch_l2_flush(void* buf, size_t bytes, cudaStream_t s);
+// Copies `bytes` (a multiple of 16) with 16-byte loads and stores on every SM.
+void launch_copy(const void* src, void* dst, size_t bytes, int sm_count, cudaStream_t s);
 // Spins one thread block for `ns` nanoseconds of GPU time (globaltimer).
 void launch_spin(int64_t ns, cudaStream_t s);
 
