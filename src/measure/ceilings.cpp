@@ -12,7 +12,7 @@
 
 namespace kforge {
 namespace {
-constexpr int kCeilingsFormat = 3;  // 3: peak = fastest sample over 4 shapes; bandwidth from a copy kernel
+constexpr int kCeilingsFormat = 4;  // 4: fastest samples; read and copy kernels; L2 read bandwidth
 
 // The peak is an upper bound for the counted floor, so it is the fastest rate seen: the quickest
 // sample of cuBLASLt's best algorithms over several large shapes. Mid-sized GEMMs (~0.1-1 ms) run
@@ -25,7 +25,7 @@ double measure_tensor_tflops(const DeviceInfo& dev, cudaStream_t s, std::string&
   cfg.batch_target_us = 1000;
   cfg.samples = 9;
   double best = 0;
-  for (Shape shape : {Shape{4096, 4096, 4096}, Shape{8192, 4096, 4096}, Shape{8192, 8192, 8192}, Shape{16384, 16384, 8192}}) {
+  for (Shape shape : {Shape{4096, 4096, 4096}, Shape{2048, 4096, 8192}, Shape{4096, 4096, 8192}, Shape{8192, 8192, 8192}}) {
     DeviceBuffer a(elems_a(shape) * 2, "calibration A"), b(elems_b(shape) * 2, "calibration B"),
         c(elems_c(shape) * 2, "calibration C");
     fill_random(a.as<__half>(), elems_a(shape), Dist::kNormal, 11, s);
@@ -50,19 +50,33 @@ double measure_tensor_tflops(const DeviceInfo& dev, cudaStream_t s, std::string&
   return best;
 }
 
-double measure_bandwidth_gbs(const DeviceInfo& dev, cudaStream_t s) {
-  const size_t bytes = std::min<size_t>(size_t(2) << 30, dev.mem_free / 4) / 16 * 16;
-  DeviceBuffer src(bytes, "calibration copy source"), dst(bytes, "calibration copy target");
-  KF_CUDA(cudaMemsetAsync(src.get(), 0x5a, bytes, s));
+// Fastest sample of `launch`, in GB/s for `bytes` moved per call.
+double fastest_gbs(const DeviceInfo& dev, cudaStream_t s, double bytes, const Launch& launch) {
   Timer timer(s, dev.l2_bytes);
   TimingConfig cfg;
   cfg.mode = Mode::kGraph;
-  cfg.batch_target_us = 5000;
-  cfg.samples = 7;
-  Timing t = timer.time(
-      [&](cudaStream_t st, int64_t) { launch_copy(src.get(), dst.get(), bytes, dev.sm_count, st); },
-      cfg);
-  return 2.0 * double(bytes) / (t.per_call_us.min * 1e-6) / 1e9;
+  cfg.batch_target_us = 2000;
+  cfg.samples = 9;
+  Timing t = timer.time(launch, cfg);
+  return bytes / (t.per_call_us.min * 1e-6) / 1e9;
+}
+
+void measure_bandwidths(const DeviceInfo& dev, cudaStream_t s, Ceilings& c) {
+  const size_t bytes = std::min<size_t>(size_t(2) << 30, dev.mem_free / 4) / 16 * 16;
+  DeviceBuffer src(bytes, "calibration source"), dst(bytes, "calibration target"), sink(sizeof(unsigned), "sink");
+  fill_random(src.as<__half>(), bytes / 2, Dist::kUniform, 5, s);
+  unsigned* sk = sink.as<unsigned>();
+  const double copy = fastest_gbs(dev, s, 2.0 * double(bytes), [&](cudaStream_t st, int64_t) {
+    launch_copy(src.get(), dst.get(), bytes, dev.sm_count, st);
+  });
+  const double read = fastest_gbs(dev, s, double(bytes), [&](cudaStream_t st, int64_t) {
+    launch_read(src.get(), bytes, sk, dev.sm_count, st);
+  });
+  c.bandwidth_gbs = std::max(copy, read);
+  const size_t l2_bytes = std::max<size_t>(dev.l2_bytes / 4, 1 << 20) / 16 * 16;
+  c.l2_bandwidth_gbs = fastest_gbs(dev, s, double(l2_bytes), [&](cudaStream_t st, int64_t) {
+    launch_read(src.get(), l2_bytes, sk, dev.sm_count, st);
+  });
 }
 }  // namespace
 
@@ -70,12 +84,13 @@ Ceilings calibrate_ceilings(const DeviceInfo& dev, cudaStream_t s) {
   Ceilings c;
   std::string how;
   c.tensor_tflops = measure_tensor_tflops(dev, s, how);
-  c.bandwidth_gbs = measure_bandwidth_gbs(dev, s);
+  measure_bandwidths(dev, s, c);
   c.device_uuid = dev.uuid;
   c.device_name = dev.name;
   c.driver_version = dev.driver_version;
   c.measured_at = utc_now_iso8601();
-  c.method = how + "; bandwidth: 2 GiB device copy kernel (16-byte accesses), bytes read + written";
+  c.method = how + "; bandwidth: fastest of a 2 GiB copy kernel (bytes read + written) and a 2 GiB read "
+                   "kernel; L2: reads of a quarter-L2 buffer";
   return c;
 }
 
@@ -95,7 +110,7 @@ Ceilings load_or_calibrate_ceilings(const DeviceInfo& dev, cudaStream_t s, bool 
       nlohmann::json j = nlohmann::json::parse(read_file(path));
       Ceilings c = ceilings_from_json(j);
       if (j.value("format", 0) == kCeilingsFormat && c.device_uuid == dev.uuid && c.driver_version == dev.driver_version &&
-          c.tensor_tflops > 0 && c.bandwidth_gbs > 0)
+          c.tensor_tflops > 0 && c.bandwidth_gbs > 0 && c.l2_bandwidth_gbs > 0)
         return c;
     } catch (const std::exception&) {
       // An unreadable cache is measured again below.
@@ -104,7 +119,8 @@ Ceilings load_or_calibrate_ceilings(const DeviceInfo& dev, cudaStream_t s, bool 
   std::fprintf(stderr, "kforge: calibrating the ceilings of %s (once per device; cached in %s)...\n",
                dev.name.c_str(), path.c_str());
   Ceilings c = calibrate_ceilings(dev, s);
-  std::fprintf(stderr, "kforge: tensor peak %.1f TFLOP/s, bandwidth %.0f GB/s\n", c.tensor_tflops, c.bandwidth_gbs);
+  std::fprintf(stderr, "kforge: tensor peak %.1f TFLOP/s, memory %.0f GB/s, L2 %.0f GB/s\n", c.tensor_tflops,
+               c.bandwidth_gbs, c.l2_bandwidth_gbs);
   try {
     std::filesystem::create_directories(cache_dir());
     nlohmann::json j = to_json(c);
@@ -116,12 +132,16 @@ Ceilings load_or_calibrate_ceilings(const DeviceInfo& dev, cudaStream_t s, bool 
   return c;
 }
 
-double counted_floor_us(double flops, double bytes, const Ceilings& c) {
-  return std::max(flops / (c.tensor_tflops * 1e12), bytes / (c.bandwidth_gbs * 1e9)) * 1e6;
+double counted_floor_us(double flops, double bytes, const Ceilings& c, double l2_resident_bytes) {
+  const double from_l2 = std::clamp(l2_resident_bytes, 0.0, bytes);
+  const double l2_gbs = std::max(c.l2_bandwidth_gbs, c.bandwidth_gbs);  // never slower than device memory
+  const double memory_s = (bytes - from_l2) / (c.bandwidth_gbs * 1e9) + from_l2 / (l2_gbs * 1e9);
+  return std::max(flops / (c.tensor_tflops * 1e12), memory_s) * 1e6;
 }
 
 nlohmann::json to_json(const Ceilings& c) {
-  return {{"tensor_tflops", c.tensor_tflops}, {"bandwidth_gbs", c.bandwidth_gbs}, {"device_uuid", c.device_uuid},
+  return {{"tensor_tflops", c.tensor_tflops}, {"bandwidth_gbs", c.bandwidth_gbs},
+          {"l2_bandwidth_gbs", c.l2_bandwidth_gbs}, {"device_uuid", c.device_uuid},
           {"device_name", c.device_name},     {"driver_version", c.driver_version}, {"measured_at", c.measured_at},
           {"method", c.method}};
 }
@@ -130,6 +150,7 @@ Ceilings ceilings_from_json(const nlohmann::json& j) {
   Ceilings c;
   c.tensor_tflops = j.at("tensor_tflops").get<double>();
   c.bandwidth_gbs = j.at("bandwidth_gbs").get<double>();
+  c.l2_bandwidth_gbs = j.value("l2_bandwidth_gbs", 0.0);
   c.device_uuid = j.at("device_uuid").get<std::string>();
   c.device_name = j.value("device_name", "");
   c.driver_version = j.value("driver_version", 0);

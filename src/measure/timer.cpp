@@ -130,47 +130,34 @@ double Timer::sample(const Launch& f, const TimingConfig& cfg, Prepared& prep) {
   KF_CHECK(false, "unknown timing mode");
 }
 
-Timing Timer::time(const Launch& f, const TimingConfig& cfg) {
+Timing Timer::time(const Launch& f, const TimingConfig& cfg) { return time_interleaved({f}, cfg).front(); }
+
+std::vector<Timing> Timer::time_interleaved(const std::vector<Launch>& fs, const TimingConfig& cfg) {
   validate(cfg);
-  warm_up(f, cfg);
-  Prepared prep;
-  prepare(f, cfg, prep);
-  Timing t;
-  t.mode = cfg.mode;
-  t.calls_per_sample = prep.calls;
-  for (int i = 0; i < cfg.samples; ++i) t.samples_us.push_back(sample(f, cfg, prep));
-  t.per_call_us = summarize(t.samples_us);
-  return t;
+  KF_CHECK(!fs.empty(), "time_interleaved needs at least one launch");
+  for (const Launch& f : fs) warm_up(f, cfg);
+  std::vector<Prepared> preps(fs.size());
+  for (size_t i = 0; i < fs.size(); ++i) prepare(fs[i], cfg, preps[i]);
+  std::vector<Timing> out(fs.size());
+  std::vector<size_t> order(fs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (int round = 0; round < cfg.samples; ++round) {
+    std::shuffle(order.begin(), order.end(), rng_);
+    for (size_t i : order) out[i].samples_us.push_back(sample(fs[i], cfg, preps[i]));
+  }
+  for (size_t i = 0; i < fs.size(); ++i) {
+    out[i].mode = cfg.mode;
+    out[i].calls_per_sample = preps[i].calls;
+    out[i].per_call_us = summarize(out[i].samples_us);
+  }
+  return out;
 }
 
 PairedTiming Timer::time_paired(const Launch& a, const Launch& b, const TimingConfig& cfg) {
-  validate(cfg);
-  warm_up(a, cfg);
-  warm_up(b, cfg);
-  Prepared pa, pb;
-  prepare(a, cfg, pa);
-  prepare(b, cfg, pb);
-  PairedTiming out;
-  out.a.mode = out.b.mode = cfg.mode;
-  out.a.calls_per_sample = pa.calls;
-  out.b.calls_per_sample = pb.calls;
+  std::vector<Timing> t = time_interleaved({a, b}, cfg);
+  PairedTiming out{std::move(t[0]), std::move(t[1]), {}};
   std::vector<double> ratios;
-  std::bernoulli_distribution a_first(0.5);
-  for (int i = 0; i < cfg.samples; ++i) {
-    double ta, tb;
-    if (a_first(rng_)) {
-      ta = sample(a, cfg, pa);
-      tb = sample(b, cfg, pb);
-    } else {
-      tb = sample(b, cfg, pb);
-      ta = sample(a, cfg, pa);
-    }
-    out.a.samples_us.push_back(ta);
-    out.b.samples_us.push_back(tb);
-    ratios.push_back(ta / tb);
-  }
-  out.a.per_call_us = summarize(out.a.samples_us);
-  out.b.per_call_us = summarize(out.b.samples_us);
+  for (size_t i = 0; i < out.a.samples_us.size(); ++i) ratios.push_back(out.a.samples_us[i] / out.b.samples_us[i]);
   out.ratio = summarize(ratios);
   return out;
 }

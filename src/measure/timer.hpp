@@ -56,10 +56,14 @@ struct PairedTiming {
 class Timer {
  public:
   // `l2_bytes` sizes the flush buffer (allocated on first use); `seed` drives the random order
-  // of paired runs and the server-mode gaps.
+  // of interleaved runs and the server-mode gaps.
   Timer(cudaStream_t stream, size_t l2_bytes, uint64_t seed = 0x6b666f726765ull);
   Timing time(const Launch& f, const TimingConfig& cfg);
-  // Paired A/B: `cfg.samples` rounds; in each, A and B are sampled once each in random order.
+  // Several launches compared: `cfg.samples` rounds; in each, every launch is sampled once, in a
+  // fresh random order, so that a slow spell of the host or the GPU falls on all of them alike.
+  // Sample i of every result comes from round i.
+  std::vector<Timing> time_interleaved(const std::vector<Launch>& fs, const TimingConfig& cfg);
+  // Paired A/B: time_interleaved over {A, B}, with the per-round ratios A/B.
   PairedTiming time_paired(const Launch& a, const Launch& b, const TimingConfig& cfg);
 
  private:
@@ -86,6 +90,8 @@ class Timer {
 void launch_l2_flush(void* buf, size_t bytes, cudaStream_t s);
 // Copies `bytes` (a multiple of 16) with 16-byte loads and stores on every SM.
 void launch_copy(const void* src, void* dst, size_t bytes, int sm_count, cudaStream_t s);
+// Reads `bytes` (a multiple of 16) with 16-byte loads on every SM.
+void launch_read(const void* src, size_t bytes, unsigned* sink, int sm_count, cudaStream_t s);
 // Spins one thread block for `ns` nanoseconds of GPU time (globaltimer).
 void launch_spin(int64_t ns, cudaStream_t s);
 

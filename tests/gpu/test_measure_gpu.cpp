@@ -75,6 +75,7 @@ TEST_F(GpuTest, CeilingsArePlausibleAndCached) {
   EXPECT_LT(c.tensor_tflops, 2500);  // beyond any GPU's dense fp16 rate
   EXPECT_GT(c.bandwidth_gbs, 300);
   EXPECT_LT(c.bandwidth_gbs, 20000);
+  EXPECT_GT(c.l2_bandwidth_gbs, c.bandwidth_gbs);  // L2 hits are faster than device memory
   EXPECT_EQ(c.device_uuid, d.uuid);
   Ceilings again = load_or_calibrate_ceilings(d, s.get(), false);  // from the cache: identical
   EXPECT_EQ(again.tensor_tflops, c.tensor_tflops);
@@ -82,6 +83,31 @@ TEST_F(GpuTest, CeilingsArePlausibleAndCached) {
   // The counted floor of the largest grid shape is compute-bound and under what cuBLASLt reaches.
   const Shape big{16384, 16384, 16384};
   EXPECT_NEAR(counted_floor_us(big.flops(), hgemm_bytes(big), c), big.flops() / (c.tensor_tflops * 1e6), 1e-6);
+}
+
+}  // namespace
+}  // namespace kforge
+
+namespace kforge {
+namespace {
+
+TEST_F(GpuTest, InterleavedTimingKeepsEachLaunchApart) {
+  Stream s;
+  DeviceInfo d = query_device();
+  Timer timer(s.get(), d.l2_bytes, 4);
+  for (Mode mode : {Mode::kOffline, Mode::kGraph, Mode::kServer}) {
+    TimingConfig cfg;
+    cfg.mode = mode;
+    cfg.samples = 7;
+    std::vector<Timing> t = timer.time_interleaved({spin(25'000), spin(100'000), spin(50'000)}, cfg);
+    ASSERT_EQ(t.size(), 3u);
+    const double extra = mode == Mode::kServer ? 40.0 : 10.0;
+    for (auto [i, us] : {std::pair{0, 25.0}, {1, 100.0}, {2, 50.0}}) {
+      EXPECT_EQ(t[i].samples_us.size(), 7u);
+      EXPECT_GE(t[i].per_call_us.median, us - 1.0) << to_string(mode) << " launch " << i;
+      EXPECT_LE(t[i].per_call_us.median, us + extra) << to_string(mode) << " launch " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -41,10 +41,16 @@ TEST(Ceilings, CountedFloorIsTheLargerOfComputeAndMemory) {
   EXPECT_NEAR(counted_floor_us(1e12, 1e6, c), 2000, 1e-9);
   // Memory-bound: 1e6 FLOP -> 0.002 us; 4e9 bytes -> 1000 us.
   EXPECT_NEAR(counted_floor_us(1e6, 4e9, c), 1000, 1e-9);
+  // Warm runs may take up to the L2-resident part of the traffic from L2 (at 4x the speed here).
+  c.l2_bandwidth_gbs = 16000;
+  EXPECT_NEAR(counted_floor_us(1e6, 4e9, c, 1e9), 750 + 62.5, 1e-9);
+  EXPECT_NEAR(counted_floor_us(1e6, 4e9, c, 8e9), 250, 1e-9);  // never more than the traffic itself
+  EXPECT_NEAR(counted_floor_us(1e6, 4e9, c, 0), 1000, 1e-9);
   nlohmann::json j = to_json(c);
   Ceilings back = ceilings_from_json(j);
   EXPECT_DOUBLE_EQ(back.tensor_tflops, 500);
   EXPECT_DOUBLE_EQ(back.bandwidth_gbs, 4000);
+  EXPECT_DOUBLE_EQ(back.l2_bandwidth_gbs, 16000);
 }
 
 }  // namespace
