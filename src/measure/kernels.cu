@@ -16,11 +16,13 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
 }
 
 // Reads every 16-byte word; the xor of what it read goes to `sink` so that nothing is optimised away.
-__global__ void read_kernel(const uint4* __restrict__ src, size_t n, unsigned* sink) {
+__global__ void read_kernel(const uint4* __restrict__ src, size_t n, int passes, unsigned* sink) {
   unsigned acc = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const uint4 v = src[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  for (int p = 0; p < passes; ++p) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+      const uint4 v = src[i];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w ^ unsigned(p);
+    }
   }
   if (acc == 0x9e3779b9u) atomicXor(sink, acc);  // practically never taken; the compiler cannot know
 }
@@ -52,9 +54,9 @@ void launch_copy(const void* src, void* dst, size_t bytes, int sm_count, cudaStr
   KF_CUDA_LAUNCHED();
 }
 
-void launch_read(const void* src, size_t bytes, unsigned* sink, int sm_count, cudaStream_t s) {
+void launch_read(const void* src, size_t bytes, int passes, unsigned* sink, int sm_count, cudaStream_t s) {
   KF_CHECK(bytes % sizeof(uint4) == 0, "launch_read: %zu bytes is not a multiple of 16", bytes);
-  read_kernel<<<sm_count * 8, 512, 0, s>>>(static_cast<const uint4*>(src), bytes / sizeof(uint4), sink);
+  read_kernel<<<sm_count * 8, 512, 0, s>>>(static_cast<const uint4*>(src), bytes / sizeof(uint4), passes, sink);
   KF_CUDA_LAUNCHED();
 }
 

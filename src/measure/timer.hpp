@@ -90,8 +90,8 @@ class Timer {
 void launch_l2_flush(void* buf, size_t bytes, cudaStream_t s);
 // Copies `bytes` (a multiple of 16) with 16-byte loads and stores on every SM.
 void launch_copy(const void* src, void* dst, size_t bytes, int sm_count, cudaStream_t s);
-// Reads `bytes` (a multiple of 16) with 16-byte loads on every SM.
-void launch_read(const void* src, size_t bytes, unsigned* sink, int sm_count, cudaStream_t s);
+// Reads `bytes` (a multiple of 16) `passes` times with 16-byte loads on every SM.
+void launch_read(const void* src, size_t bytes, int passes, unsigned* sink, int sm_count, cudaStream_t s);
 // Spins one thread block for `ns` nanoseconds of GPU time (globaltimer).
 void launch_spin(int64_t ns, cudaStream_t s);
 
