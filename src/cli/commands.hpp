@@ -18,5 +18,6 @@ void set_command_line(int argc, char** argv);
 void register_doctor(CLI::App& app);
 void register_hgemm_bench(CLI::App& hgemm);
 void register_hgemm_compare(CLI::App& hgemm);
+void register_eval(CLI::App& app);
 
 }  // namespace kforge

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("kforge ") + kforge::kVersion);
   app.require_subcommand(1);
   kforge::register_doctor(app);
+  kforge::register_eval(app);
   CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);

@@ -1,0 +1,150 @@
+// kforge eval hgemm: judge candidate .cu files through the hardened evaluator.
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/text.hpp"
+#include "eval/evaluator.hpp"
+#include "eval/hgemm_worker.hpp"
+#include "gpu/device.hpp"
+
+namespace kforge {
+namespace {
+
+struct EvalCliOptions {
+  std::string shape;
+  std::string layout = "nn";
+  std::string acc = "f32";
+  std::string modes = "offline";
+  std::vector<std::string> candidates;
+  int samples = 7;
+  uint64_t seed = 1;
+  bool json = false;
+  std::string out;
+  std::string reward = "log";
+  double compile_timeout = 180;
+  double run_timeout = 60;
+  std::string arch;
+  bool allow_streams = false;
+  bool verify_only = false;
+};
+
+// The include folder that holds kforge/abi/*.h: $KFORGE_INCLUDE_DIR, else the source tree's.
+std::string abi_include_dir() {
+  if (const char* d = std::getenv("KFORGE_INCLUDE_DIR"); d && *d) return d;
+  return KFORGE_INCLUDE_DIR;
+}
+
+std::string default_arch() {
+  if (gpu_unavailable_reason()) return "sm_90a";
+  const DeviceInfo d = query_device(0);
+  if (d.cc_major == 9 && d.cc_minor == 0) return "sm_90a";  // wgmma and setmaxnreg need the "a" target
+  return strf("sm_%d%d", d.cc_major, d.cc_minor);
+}
+
+std::string one_line(const Verdict& v) {
+  if (!v.correct) {
+    return strf("REJECT  %s  %s: %s", v.candidate.c_str(), join(v.reasons, ",").c_str(), v.message.c_str());
+  }
+  std::string s = strf("ACCEPT  %s", v.candidate.c_str());
+  for (const auto& [mode, sp] : v.speedup)
+    s += strf("  %s speed-up %.3fx (p10 %.3f, p90 %.3f; %s vs %s)", mode.c_str(), sp.median, sp.p10, sp.p90,
+              human_us(v.candidate_us.at(mode).median).c_str(), human_us(v.baseline_us.at(mode).median).c_str());
+  s += strf("  reward %.3f", v.reward);
+  if (!v.flags.empty()) s += "  flags " + join(v.flags, ",");
+  return s;
+}
+
+void run_eval(const EvalCliOptions& o) {
+  HgemmProblem problem;
+  if (o.shape.empty()) KF_USAGE_ERROR("--shape MxNxK is required");
+  problem.shape = parse_shape(o.shape);
+  problem.layout = parse_layout(o.layout);
+  problem.acc = parse_acc(o.acc);
+  EvalOptions eo;
+  eo.modes.clear();
+  for (const std::string& m : split(o.modes, ',')) {
+    if (m != "offline" && m != "graph" && m != "server")
+      KF_USAGE_ERROR("unknown mode '%s' (expected offline, graph, server or a comma list)", m.c_str());
+    eo.modes.push_back(m);
+  }
+  if (eo.modes.empty()) KF_USAGE_ERROR("no timing mode given");
+  if (o.candidates.empty()) KF_USAGE_ERROR("no candidate given (kforge eval hgemm --shape MxNxK FILE.cu ...)");
+  if (o.samples < 3 || o.samples > 1000) KF_USAGE_ERROR("--samples must be between 3 and 1000 (got %d)", o.samples);
+  if (!(o.compile_timeout > 0)) KF_USAGE_ERROR("--compile-timeout must be positive");
+  if (!(o.run_timeout > 0)) KF_USAGE_ERROR("--run-timeout must be positive");
+  if (!o.out.empty()) {
+    if (!ends_with(o.out, ".json")) KF_USAGE_ERROR("--out must name a .json file (got '%s')", o.out.c_str());
+    check_writable(o.out);
+  }
+  eo.reward = parse_reward(o.reward);
+  eo.reward.mode = eo.modes.front();
+  eo.samples = o.samples;
+  eo.seed = o.seed;
+  eo.run_timeout_s = o.run_timeout;
+  eo.skip_timing = o.verify_only;
+  eo.scan.allow_streams = o.allow_streams;
+  eo.compile.timeout_s = o.compile_timeout;
+  eo.compile.arch = o.arch.empty() ? default_arch() : o.arch;
+  eo.compile.include_dirs = {abi_include_dir()};
+  eo.compile.extra_flags = {"-include", "kforge/abi/hgemm.h"};
+  Evaluator evaluator(eo);
+  std::fprintf(stderr, "kforge eval: %zu candidate(s), HGEMM %s %s acc %s, target %s\n", o.candidates.size(),
+               problem.shape.str().c_str(), o.layout.c_str(), o.acc.c_str(), eo.compile.arch.c_str());
+  const std::vector<Verdict> verdicts =
+      evaluator.evaluate_batch(o.candidates, problem, [&](size_t i, size_t n, const Verdict& v) {
+        if (!o.json) std::printf("%s\n", one_line(v).c_str());
+        std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, n, v.correct ? "accepted" : "rejected");
+        std::fflush(stdout);
+      });
+  nlohmann::json all = nlohmann::json::array();
+  for (const Verdict& v : verdicts) all.push_back(to_json(v));
+  const nlohmann::json doc = verdicts.size() == 1 ? all[0] : all;
+  if (o.json) std::printf("%s\n", doc.dump(2).c_str());
+  if (!o.out.empty()) write_file_atomic(o.out, doc.dump(2) + "\n");
+  for (const Verdict& v : verdicts)
+    if (!v.correct) throw ExitStatus{3};
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app) {
+  CLI::App* eval = app.add_subcommand("eval", "Judge candidates through the hardened evaluator");
+  eval->require_subcommand(1);
+  auto o = std::make_shared<EvalCliOptions>();
+  CLI::App* cmd = eval->add_subcommand(
+      "hgemm", "Judge HGEMM candidates (.cu files defining kforge_hgemm, see include/kforge/abi/hgemm.h): static "
+               "scan, compile, verify, time against cuBLASLt auto-tuned. Exit status 0 when every candidate is "
+               "accepted, 3 when any is rejected");
+  cmd->add_option("candidates", o->candidates, "candidate .cu files (several make a batch)")->required();
+  cmd->add_option("--shape", o->shape, "problem shape MxNxK")->required();
+  cmd->add_option("--layout", o->layout, "B layout: nn (row-major K x N) or tn (column-major)")->capture_default_str();
+  cmd->add_option("--acc", o->acc, "declared accumulation: f32 or f16")->capture_default_str();
+  cmd->add_option("--mode", o->modes, "timing modes: offline, graph, server (comma list); the first one sets the reward")
+      ->capture_default_str();
+  cmd->add_option("--samples", o->samples, "paired rounds of candidate and baseline per mode")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed for inputs and the random order of paired runs")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print the verdicts as JSON (one object, or an array for a batch)");
+  cmd->add_option("--out", o->out, "also write the verdicts to FILE.json");
+  cmd->add_option("--reward", o->reward, "reward of a correct candidate: log (ln speed-up), speedup, clipped:X")
+      ->capture_default_str();
+  cmd->add_option("--compile-timeout", o->compile_timeout, "seconds one nvcc compile may take")->capture_default_str();
+  cmd->add_option("--run-timeout", o->run_timeout, "seconds verification and timing of one candidate may take")
+      ->capture_default_str();
+  cmd->add_option("--arch", o->arch, "nvcc target, e.g. sm_90a or sm_80 (default: the device's; sm_90a without one)");
+  cmd->add_flag("--allow-streams", o->allow_streams, "let candidates create streams (the static scan forbids it by default)");
+  cmd->add_flag("--verify-only", o->verify_only, "check correctness and hardening, skip timing");
+  cmd->callback([o] { run_eval(*o); });
+
+  // The isolated worker the evaluator starts; not for people.
+  CLI::App* worker = app.add_subcommand("eval-worker", "");
+  worker->group("");
+  worker->callback([] {
+    const int rc = run_eval_worker();
+    if (rc != 0) throw ExitStatus{rc};
+  });
+}
+
+}  // namespace kforge

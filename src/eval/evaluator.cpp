@@ -1,0 +1,306 @@
+#include "eval/evaluator.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "eval/hgemm_worker.hpp"
+
+namespace kforge {
+
+std::string self_executable() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) KF_RUNTIME_ERROR("cannot find this program's own path (/proc/self/exe)");
+  return std::string(buf, size_t(n));
+}
+
+// One worker process: requests down a pipe to its stdin, verdict lines back from its stdout.
+class Evaluator::Worker {
+ public:
+  explicit Worker(const std::vector<std::string>& argv) {
+    int to_child[2], from_child[2];
+    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0)
+      KF_RUNTIME_ERROR("cannot create pipes for the eval worker: %s", std::strerror(errno));
+    pid_ = ::fork();
+    if (pid_ < 0) KF_RUNTIME_ERROR("cannot start the eval worker: %s", std::strerror(errno));
+    if (pid_ == 0) {
+      ::setsid();  // its own process group: a time-out kills everything it started
+      ::dup2(to_child[0], 0);
+      ::dup2(from_child[1], 1);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      std::fprintf(stderr, "kforge: cannot run the eval worker %s: %s\n", args[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    in_ = to_child[1];
+    out_ = from_child[0];
+  }
+  ~Worker() { kill(); }
+
+  bool send(const std::string& line) {
+    std::string data = line + "\n";
+    size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      off += size_t(n);
+    }
+    return true;
+  }
+
+  enum class Read { kLine, kEof, kTimeout };
+  // One line within `timeout_s`.
+  Read read_line(double timeout_s, std::string& line) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (true) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return Read::kLine;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return Read::kTimeout;
+      pollfd p{out_, POLLIN, 0};
+      const int r = ::poll(&p, 1, int(std::min<long long>(left.count(), 1000)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) continue;
+      char chunk[65536];
+      const ssize_t n = ::read(out_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Read::kEof;
+      buf_.append(chunk, size_t(n));
+    }
+  }
+
+  // Kills the whole process group and reaps the worker; describes how it ended.
+  std::string kill() {
+    if (pid_ <= 0) return "";
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    return reap();
+  }
+  // Waits for an exiting worker (a second at most, then kills it).
+  std::string wait_exit() {
+    for (int i = 0; i < 100; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) return finish(status);
+      ::usleep(10000);
+    }
+    return kill();
+  }
+
+ private:
+  std::string reap() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    return finish(status);
+  }
+  std::string finish(int status) {
+    ::kill(-pid_, SIGKILL);  // anything it left behind in its group
+    pid_ = -1;
+    ::close(in_);
+    ::close(out_);
+    if (WIFSIGNALED(status)) return strf("killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    if (WIFEXITED(status)) return strf("exited with status %d", WEXITSTATUS(status));
+    return "ended";
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+  std::string buf_;
+};
+
+struct Evaluator::Prepared {
+  std::string source;
+  Verdict early;  // a rejection before compiling (missing file, forbidden call, ...), if any
+  bool rejected = false;
+};
+
+Evaluator::Evaluator(EvalOptions opts) : opts_(std::move(opts)), compiler_(opts_.compile) {
+  if (opts_.worker_command.empty()) opts_.worker_command = {self_executable(), "eval-worker"};
+  // A worker that dies must not take the evaluator with it through a broken pipe.
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+Evaluator::~Evaluator() = default;
+
+int Evaluator::workers_started() const { return workers_started_; }
+
+Evaluator::Prepared Evaluator::prepare_source(const std::string& path) const {
+  Prepared p;
+  p.early.candidate = path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    p.early.reject(reason::kMissingFile, "no such file: " + path);
+    p.rejected = true;
+    return p;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  p.source = ss.str();
+  if (p.source.size() > opts_.compile.max_source_bytes) {
+    p.early.reject(reason::kSourceTooLarge, strf("the source has %zu bytes; the limit is %zu", p.source.size(),
+                                                 opts_.compile.max_source_bytes));
+    p.rejected = true;
+    return p;
+  }
+  if (p.source.find('\0') != std::string::npos) {
+    p.early.reject(reason::kNotText, "the file holds NUL bytes: not source text");
+    p.rejected = true;
+    return p;
+  }
+  const auto findings = static_scan(p.source, opts_.scan);
+  if (!findings.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const ScanFinding& f : findings) list.push_back(f.describe());
+    p.early.details["static_scan"] = list;
+    p.early.reject(reason::kForbiddenCall, findings.front().describe() +
+                                               (findings.size() > 1 ? strf(" (and %zu more)", findings.size() - 1) : ""));
+    p.rejected = true;
+  }
+  return p;
+}
+
+Verdict Evaluator::evaluate(const std::string& path, const HgemmProblem& problem) {
+  return evaluate_batch({path}, problem).front();
+}
+
+std::vector<Verdict> Evaluator::evaluate_batch(const std::vector<std::string>& paths, const HgemmProblem& problem,
+                                               const std::function<void(size_t, size_t, const Verdict&)>& progress) {
+  std::vector<Prepared> prepared;
+  std::vector<std::pair<std::string, std::string>> to_compile;
+  std::vector<size_t> compile_slot(paths.size(), SIZE_MAX);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    prepared.push_back(prepare_source(paths[i]));
+    if (!prepared.back().rejected) {
+      compile_slot[i] = to_compile.size();
+      to_compile.push_back({std::filesystem::path(paths[i]).filename().string(), prepared.back().source});
+    }
+  }
+  const int jobs = opts_.compile_jobs > 0 ? opts_.compile_jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<CompileResult> compiled = compiler_.compile_all(to_compile, jobs);
+  std::vector<Verdict> out;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    Verdict v = prepared[i].rejected ? prepared[i].early
+                                     : judge(paths[i], prepared[i], compiled[compile_slot[i]], problem);
+    v.reward = compute_reward(v, opts_.reward);
+    if (progress) progress(i, paths.size(), v);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Verdict Evaluator::judge(const std::string& path, const Prepared&, const CompileResult& compiled,
+                         const HgemmProblem& problem) {
+  nlohmann::json compile_info = {{"key", compiled.key},
+                                 {"cache_hit", compiled.cache_hit},
+                                 {"seconds", compiled.seconds},
+                                 {"command", join(compiled.command, " ")},
+                                 {"nvcc", compiler_.nvcc_version()}};
+  if (!compiled.log.empty()) compile_info["log"] = compiled.log;
+  if (!compiled.ok) {
+    Verdict v;
+    v.candidate = path;
+    const std::string code = compiled.failure == "compile_timeout"    ? reason::kCompileTimeout
+                             : compiled.failure == "source_too_large" ? reason::kSourceTooLarge
+                             : compiled.failure == "not_text"         ? reason::kNotText
+                             : compiled.failure == "missing_file"     ? reason::kMissingFile
+                             : compiled.failure == "nvcc_missing"     ? reason::kInternalError
+                                                                      : reason::kCompileError;
+    const std::string first_error = [&] {
+      for (const std::string& l : split(compiled.log, '\n'))
+        if (l.find("error") != std::string::npos) return l;
+      return compiled.failure;
+    }();
+    v.reject(code, compiled.failure == "nvcc_missing" ? "nvcc is not available to compile candidates"
+                                                      : compiled.failure + ": " + first_error);
+    v.details["compile"] = compile_info;
+    return v;
+  }
+  Verdict v = run_in_worker(path, compiled.so_path, problem);
+  v.details["compile"] = compile_info;
+  return v;
+}
+
+Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_path, const HgemmProblem& problem) {
+  HgemmEvalRequest req;
+  req.id = next_id_++;
+  req.so_path = so_path;
+  req.name = name;
+  req.problem = problem;
+  req.modes = opts_.modes;
+  req.samples = opts_.samples;
+  req.seed = opts_.seed;
+  req.skip_timing = opts_.skip_timing;
+  Verdict v;
+  v.candidate = name;
+  if (!worker_) {
+    worker_ = std::make_unique<Worker>(opts_.worker_command);
+    ++workers_started_;
+  }
+  if (!worker_->send(to_json(req).dump())) {
+    const std::string how = worker_->kill();
+    worker_.reset();
+    v.reject(reason::kInternalError, "the eval worker could not be reached (" + how + ")");
+    return v;
+  }
+  std::string line;
+  switch (worker_->read_line(opts_.run_timeout_s, line)) {
+    case Worker::Read::kTimeout: {
+      worker_->kill();
+      worker_.reset();
+      v.reject(reason::kTimeout, strf("no verdict within %.0f s: the candidate hangs or is far too slow; the worker "
+                                      "was killed",
+                                      opts_.run_timeout_s));
+      return v;
+    }
+    case Worker::Read::kEof: {
+      const std::string how = worker_->wait_exit();
+      worker_.reset();
+      v.reject(reason::kCrashed, "the worker died while running the candidate: " + how);
+      return v;
+    }
+    case Worker::Read::kLine:
+      break;
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const std::exception& e) {
+    worker_->kill();
+    worker_.reset();
+    v.reject(reason::kInternalError, std::string("the worker answered with malformed JSON: ") + e.what());
+    return v;
+  }
+  v = verdict_from_json(j);
+  v.candidate = name;
+  if (j.value("fatal", false)) {
+    worker_->wait_exit();
+    worker_.reset();
+  }
+  return v;
+}
+
+}  // namespace kforge

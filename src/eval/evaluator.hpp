@@ -1,0 +1,65 @@
+// The evaluator: the one path from a candidate file to a verdict. It reads and scans the source,
+// compiles it through the compile service, and hands the shared object to an isolated worker
+// process (hgemm_worker.hpp) with a hard time-out. A worker that crashes, hangs or reports a
+// sticky CUDA error is killed and replaced; the candidate gets a verdict saying why, and the
+// evaluator (and the batch) goes on.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile/compile.hpp"
+#include "eval/static_scan.hpp"
+#include "eval/verdict.hpp"
+#include "ops/hgemm.hpp"
+
+namespace kforge {
+
+struct EvalOptions {
+  std::vector<std::string> worker_command;  // default: {this program, "eval-worker"}
+  double run_timeout_s = 60;                // per candidate: verification and timing together
+  CompileOptions compile;
+  ScanPolicy scan;
+  RewardConfig reward;
+  std::vector<std::string> modes = {"offline"};
+  int samples = 7;
+  uint64_t seed = 1;
+  int compile_jobs = 0;  // 0: one per core
+  bool skip_timing = false;
+};
+
+class Evaluator {
+ public:
+  explicit Evaluator(EvalOptions opts);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
+
+  Verdict evaluate(const std::string& path, const HgemmProblem& problem);
+  // Compiles every candidate first (in parallel), then judges them one by one. `progress` (may
+  // be empty) is called after each verdict with (index, count, verdict).
+  std::vector<Verdict> evaluate_batch(const std::vector<std::string>& paths, const HgemmProblem& problem,
+                                      const std::function<void(size_t, size_t, const Verdict&)>& progress = {});
+
+  // How many worker processes were started so far (restarts after crashes count).
+  int workers_started() const;
+
+ private:
+  struct Prepared;
+  Prepared prepare_source(const std::string& path) const;
+  Verdict judge(const std::string& path, const Prepared& prep, const CompileResult& compiled, const HgemmProblem& problem);
+  Verdict run_in_worker(const std::string& name, const std::string& so_path, const HgemmProblem& problem);
+
+  EvalOptions opts_;
+  CompileService compiler_;
+  class Worker;
+  std::unique_ptr<Worker> worker_;
+  int64_t next_id_ = 1;
+  int workers_started_ = 0;
+};
+
+// The program that is running (readlink /proc/self/exe).
+std::string self_executable();
+
+}  // namespace kforge

@@ -1,0 +1,70 @@
+// What the evaluator says about one candidate, and the reward made of it.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "measure/stats.hpp"
+
+namespace kforge {
+
+// Reason codes, each a stable string in verdicts (tests and users match on them).
+namespace reason {
+inline constexpr const char* kMissingFile = "missing_file";
+inline constexpr const char* kNotText = "not_text";
+inline constexpr const char* kSourceTooLarge = "source_too_large";
+inline constexpr const char* kCompileError = "compile_error";
+inline constexpr const char* kCompileTimeout = "compile_timeout";
+inline constexpr const char* kForbiddenCall = "forbidden_call";
+inline constexpr const char* kLoadError = "load_error";
+inline constexpr const char* kMissingEntryPoint = "missing_entry_point";
+inline constexpr const char* kCandidateError = "candidate_error";    // returned non-zero
+inline constexpr const char* kCrashed = "crashed";                   // the worker died (signal, exit, abort)
+inline constexpr const char* kTimeout = "timeout";                   // a run outlasted its time-out
+inline constexpr const char* kCudaError = "cuda_error";              // a CUDA error (sticky or not)
+inline constexpr const char* kOutOfMemory = "out_of_memory";
+inline constexpr const char* kWrongResult = "wrong_result";          // outside the tolerance model
+inline constexpr const char* kUnwrittenOutput = "unwritten_output";  // poisoned elements left
+inline constexpr const char* kOutOfBounds = "out_of_bounds";         // a guard band changed
+inline constexpr const char* kInputMutated = "input_mutated";
+inline constexpr const char* kNondeterministic = "nondeterministic";
+inline constexpr const char* kTimedOutputWrong = "timed_output_wrong";  // right when checked, wrong when timed
+inline constexpr const char* kSideStream = "side_stream";            // work escaped the given stream
+inline constexpr const char* kBackgroundThread = "background_thread";
+inline constexpr const char* kImpossibleSpeed = "impossible_speed";  // faster than the counted floor
+inline constexpr const char* kUnstableTiming = "unstable_timing";
+inline constexpr const char* kInternalError = "internal_error";      // kforge's own fault
+}  // namespace reason
+
+struct Verdict {
+  std::string candidate;              // the file (or name) judged
+  bool correct = false;
+  std::vector<std::string> reasons;   // why it is rejected (empty when accepted)
+  std::vector<std::string> flags;     // suspicious but not proven (e.g. "near_floor", "noisy_output")
+  std::string message;                // one human-readable line
+  std::map<std::string, Summary> speedup;  // per mode ("offline", "graph"): baseline time / candidate time, per round
+  std::map<std::string, Summary> candidate_us, baseline_us;
+  double reward = 0;
+  nlohmann::json details = nlohmann::json::object();  // compile info, checks, findings, output excerpt
+
+  void reject(const std::string& code, const std::string& why);  // adds a reason; the first sets message
+  bool has_reason(const std::string& code) const;
+};
+
+nlohmann::json to_json(const Verdict& v);
+Verdict verdict_from_json(const nlohmann::json& j);
+
+// reward = 0 when incorrect; otherwise f(speed-up of `mode`) with f one of
+//   "speedup"  s
+//   "log"      ln(s)           (0 at parity, negative when slower)
+//   "clipped"  min(s, clip)    (guards an RL trainer against one outlier)
+struct RewardConfig {
+  std::string kind = "log";
+  std::string mode = "offline";
+  double clip = 10.0;
+};
+RewardConfig parse_reward(const std::string& spec);  // "log", "speedup", "clipped:5"
+double compute_reward(const Verdict& v, const RewardConfig& cfg);
+
+}  // namespace kforge

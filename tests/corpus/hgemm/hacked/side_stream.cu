@@ -1,0 +1,43 @@
+// HACKED — hack-table row "work on a side stream / background thread escapes the timer".
+// Creates a second, non-blocking stream once (its name assembled by token pasting, so a scan for
+// the identifier sees only "cudaStream" and "CreateWithFlags"), launches the GEMM there and
+// returns at once: events recorded on the given stream bracket no work at all.
+// Must be caught at run time: reason "side_stream" (stream-event time vs device-wide-sync time).
+// The output may also still be unfinished when the evaluator reads it after synchronising only
+// its own stream, so "unwritten_output", "wrong_result", "timed_output_wrong" and
+// "nondeterministic" are acceptable catches as well.
+#include <cuda_fp16.h>
+
+#define JOIN(a, b) a##b
+
+// A plain, correct GEMM (one thread per output element, fp32 accumulation).
+__global__ void gemm_kernel(const __half* a, const __half* b, __half* c, int64_t m, int64_t n,
+                            int64_t k, bool b_col_major) {
+  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < m * n;
+       idx += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = idx / n, j = idx % n;
+    float acc = 0.0f;
+    for (int64_t p = 0; p < k; ++p)
+      acc += __half2float(a[i * k + p]) * __half2float(b_col_major ? b[j * k + p] : b[p * n + j]);
+    c[idx] = __float2half_rn(acc);
+  }
+}
+
+static void launch_gemm(const kforge_hgemm_args* args, cudaStream_t stream) {
+  const kforge_hgemm_problem& p = args->problem;
+  int64_t blocks = (p.m * p.n + 255) / 256;
+  if (blocks > (1 << 20)) blocks = 1 << 20;
+  if (blocks < 1) return;
+  gemm_kernel<<<(unsigned)blocks, 256, 0, stream>>>(
+      static_cast<const __half*>(args->a), static_cast<const __half*>(args->b),
+      static_cast<__half*>(args->c), p.m, p.n, p.k, p.layout == KFORGE_HGEMM_TN);
+}
+
+extern "C" int kforge_hgemm(const kforge_hgemm_args* args, cudaStream_t stream) {
+  (void)stream;
+  static cudaStream_t side = nullptr;
+  if (side == nullptr && JOIN(cudaStream, CreateWithFlags)(&side, 0x01 /* non-blocking */) != cudaSuccess)
+    return 1;
+  launch_gemm(args, side);  // not `stream`, and nothing makes `stream` wait for it
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}

@@ -1,0 +1,130 @@
+// The hardened evaluator end to end on the GPU: the red-team corpus (every hack rejected with its
+// reason, every honest candidate accepted) and a batch that survives a crash and a hang.
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/files.hpp"
+#include "core/text.hpp"
+#include "eval/evaluator.hpp"
+#include "gpu_test.hpp"
+#include "../support/process.hpp"
+
+namespace kforge {
+namespace {
+
+using test::GpuTest;
+
+const std::string kCorpus = std::string(KFORGE_SOURCE_DIR) + "/tests/corpus/hgemm";
+
+EvalOptions corpus_options(const std::string& cache) {
+  EvalOptions o;
+  o.worker_command = {KFORGE_BINARY, "eval-worker"};
+  o.run_timeout_s = 20;
+  o.samples = 5;
+  o.compile.arch = "sm_90a";
+  o.compile.include_dirs = {std::string(KFORGE_SOURCE_DIR) + "/include"};
+  o.compile.extra_flags = {"-include", "kforge/abi/hgemm.h"};
+  o.compile.cache_dir = cache;
+  return o;
+}
+
+TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
+  const nlohmann::json manifest = nlohmann::json::parse(read_file(kCorpus + "/manifest.json"));
+  const std::string dir = test::temp_dir();
+  std::vector<std::string> files;
+  std::vector<nlohmann::json> expect;
+  for (const auto& e : manifest) {
+    files.push_back(kCorpus + "/" + e.at("file").get<std::string>());
+    expect.push_back(e);
+  }
+  // Bad inputs made here: binary garbage, an enormous source, a missing file.
+  {
+    std::ofstream g(dir + "/garbage.cu", std::ios::binary);
+    std::mt19937 rng(1);
+    for (int i = 0; i < 4096; ++i) g.put(char(rng() & 0xff));
+    std::ofstream big(dir + "/enormous.cu");
+    for (int i = 0; i < 20000; ++i) big << "// padding line to make the source larger than the limit allows\n";
+  }
+  for (auto [name, code] : {std::pair{"garbage.cu", "not_text"}, {"enormous.cu", "source_too_large"}, {"missing.cu", "missing_file"}}) {
+    files.push_back(dir + "/" + name);
+    expect.push_back({{"file", name}, {"expect", "reject"}, {"reasons", {code}}});
+  }
+  Evaluator ev(corpus_options(dir + "/cache"));
+  const HgemmProblem p{{256, 256, 8192}, Layout::kNN, Acc::kF32};
+  const auto verdicts = ev.evaluate_batch(files, p, [](size_t i, size_t n, const Verdict& v) {
+    std::printf("[%2zu/%zu] %-32s %-7s %-22s %s\n", i + 1, n, std::filesystem::path(v.candidate).filename().c_str(),
+                v.correct ? "ACCEPT" : "REJECT", join(v.reasons, ",").c_str(), v.message.substr(0, 110).c_str());
+    std::fflush(stdout);
+  });
+  ASSERT_EQ(verdicts.size(), files.size());
+  int hacks = 0, honest = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const Verdict& v = verdicts[i];
+    const nlohmann::json& e = expect[i];
+    if (e.at("expect") == "accept") {
+      ++honest;
+      EXPECT_TRUE(v.correct) << files[i] << ": " << join(v.reasons, ",") << " " << v.message;
+      EXPECT_FALSE(v.speedup.empty()) << files[i];
+      for (const auto& f : e.value("flags", nlohmann::json::array()))
+        EXPECT_NE(std::find(v.flags.begin(), v.flags.end(), f.get<std::string>()), v.flags.end())
+            << files[i] << " lacks flag " << f;
+      EXPECT_EQ(v.reward, compute_reward(v, RewardConfig{}));
+    } else {
+      ++hacks;
+      EXPECT_FALSE(v.correct) << files[i] << " was accepted";
+      EXPECT_EQ(v.reward, 0.0);
+      bool expected = false;
+      for (const auto& r : e.at("reasons")) expected |= v.has_reason(r.get<std::string>());
+      EXPECT_TRUE(expected) << files[i] << ": got " << join(v.reasons, ",") << " (" << v.message << "), expected one of "
+                            << e.at("reasons").dump();
+    }
+  }
+  EXPECT_GE(honest, 6);
+  EXPECT_GE(hacks, 12);
+}
+
+TEST_F(GpuTest, BatchOfTwentySurvivesACrashAndAHang) {
+  const std::string dir = test::temp_dir();
+  const std::vector<std::string> honest = {"naive.cu", "tiled_smem.cu", "wmma_f32acc.cu", "mma_sync.cu", "splitk_host.cu",
+                                           "multi_launch.cu"};
+  std::vector<std::string> files;
+  for (int i = 0; i < 18; ++i) files.push_back(kCorpus + "/honest/" + honest[i % honest.size()]);
+  files.insert(files.begin() + 5, kCorpus + "/hacked/calls_abort.cu");
+  files.insert(files.begin() + 12, kCorpus + "/hacked/hang.cu");
+  ASSERT_EQ(files.size(), 20u);
+  EvalOptions o = corpus_options(dir + "/cache");
+  o.samples = 3;
+  o.run_timeout_s = 15;
+  Evaluator ev(o);
+  const auto verdicts = ev.evaluate_batch(files, {{512, 384, 1024}, Layout::kTN, Acc::kF32});
+  ASSERT_EQ(verdicts.size(), 20u);
+  int accepted = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i == 5) {
+      EXPECT_TRUE(verdicts[i].has_reason("crashed")) << verdicts[i].message;
+    } else if (i == 12) {
+      EXPECT_TRUE(verdicts[i].has_reason("timeout")) << verdicts[i].message;
+    } else {
+      EXPECT_TRUE(verdicts[i].correct) << files[i] << ": " << join(verdicts[i].reasons, ",") << " " << verdicts[i].message;
+      accepted += verdicts[i].correct;
+    }
+  }
+  EXPECT_EQ(accepted, 18);
+  EXPECT_EQ(ev.workers_started(), 3);  // the first, one after the crash, one after the hang
+}
+
+TEST_F(GpuTest, EvalCommandPrintsJsonVerdicts) {
+  const std::string dir = test::temp_dir();
+  auto r = test::run_kforge("eval hgemm --shape 128x128x256 --json --samples 3 --out " + dir + "/v.json " + kCorpus +
+                            "/honest/tiled_smem.cu " + kCorpus + "/hacked/no_write.cu");
+  EXPECT_EQ(r.rc, 3) << r.err;  // one rejected
+  auto j = nlohmann::json::parse(read_file(dir + "/v.json"));
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_TRUE(j[0]["correct"].get<bool>()) << j[0].dump();
+  EXPECT_FALSE(j[1]["correct"].get<bool>());
+  EXPECT_EQ(j[1]["reasons"][0], "unwritten_output");
+}
+
+}  // namespace
+}  // namespace kforge

@@ -1,0 +1,233 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/error.hpp"
+#include "eval/verdict.hpp"
+
+namespace kforge {
+namespace {
+
+Summary summary_of(double median, int n = 5) {
+  Summary s;
+  s.n = n;
+  s.median = median;
+  s.mean = median * 1.01;
+  s.min = median * 0.9;
+  s.max = median * 1.2;
+  s.p10 = median * 0.95;
+  s.p90 = median * 1.1;
+  return s;
+}
+
+Verdict accepted(double offline_speedup) {
+  Verdict v;
+  v.candidate = "cand.cu";
+  v.correct = true;
+  v.speedup["offline"] = summary_of(offline_speedup);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// reject / has_reason
+
+TEST(Verdict, RejectKeepsFirstMessageAndEachCodeOnce) {
+  Verdict v;
+  v.correct = true;
+  EXPECT_FALSE(v.has_reason(reason::kSideStream));
+  v.reject(reason::kSideStream, "work ran on a stream it created");
+  EXPECT_FALSE(v.correct);
+  EXPECT_TRUE(v.has_reason(reason::kSideStream));
+  EXPECT_EQ(v.message, "work ran on a stream it created");
+
+  v.reject(reason::kWrongResult, "C[3,4] = 7, expected 8");
+  v.reject(reason::kSideStream, "again");
+  EXPECT_EQ(v.reasons, (std::vector<std::string>{"side_stream", "wrong_result"}));
+  EXPECT_EQ(v.message, "work ran on a stream it created");
+  EXPECT_TRUE(v.has_reason("wrong_result"));
+  EXPECT_FALSE(v.has_reason("timeout"));
+}
+
+TEST(Verdict, RejectLeavesAnExistingMessage) {
+  Verdict v;
+  v.message = "compiled in 3.2 s";
+  v.reject(reason::kCompileTimeout, "nvcc ran past 60 s");
+  EXPECT_EQ(v.message, "compiled in 3.2 s");
+  EXPECT_EQ(v.reasons, (std::vector<std::string>{"compile_timeout"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+TEST(Verdict, JsonRoundTrip) {
+  Verdict v = accepted(1.37);
+  v.speedup["graph"] = summary_of(1.21, 7);
+  v.candidate_us["offline"] = summary_of(812.5);
+  v.baseline_us["offline"] = summary_of(1113.1);
+  v.flags = {"near_floor"};
+  v.message = "1.37x over cuBLASLt";
+  v.reward = 0.3148;
+  v.details = {{"compile", {{"seconds", 3.5}}}, {"findings", nlohmann::json::array({"x"})}};
+
+  const nlohmann::json j = to_json(v);
+  EXPECT_EQ(j["speedup"]["offline"]["n"], 5);
+  EXPECT_DOUBLE_EQ(j["speedup"]["graph"]["median"].get<double>(), 1.21);
+  for (const char* key : {"n", "median", "mean", "min", "max", "p10", "p90"})
+    EXPECT_TRUE(j["candidate_us"]["offline"].contains(key)) << key;
+
+  // Through text, as it travels between processes.
+  const Verdict r = verdict_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(r.candidate, "cand.cu");
+  EXPECT_TRUE(r.correct);
+  EXPECT_EQ(r.flags, v.flags);
+  EXPECT_EQ(r.reasons, v.reasons);
+  EXPECT_EQ(r.message, v.message);
+  EXPECT_DOUBLE_EQ(r.reward, 0.3148);
+  EXPECT_EQ(r.details, v.details);
+  ASSERT_EQ(r.speedup.size(), 2u);
+  const Summary& g = r.speedup.at("graph");
+  EXPECT_EQ(g.n, 7);
+  EXPECT_DOUBLE_EQ(g.median, 1.21);
+  EXPECT_DOUBLE_EQ(g.mean, 1.21 * 1.01);
+  EXPECT_DOUBLE_EQ(g.min, 1.21 * 0.9);
+  EXPECT_DOUBLE_EQ(g.max, 1.21 * 1.2);
+  EXPECT_DOUBLE_EQ(g.p10, 1.21 * 0.95);
+  EXPECT_DOUBLE_EQ(g.p90, 1.21 * 1.1);
+  EXPECT_DOUBLE_EQ(r.candidate_us.at("offline").median, 812.5);
+  EXPECT_DOUBLE_EQ(r.baseline_us.at("offline").p90, 1113.1 * 1.1);
+  EXPECT_EQ(to_json(r), j);
+}
+
+TEST(Verdict, JsonRoundTripOfARejection) {
+  Verdict v;
+  v.candidate = "hack.cu";
+  v.reject(reason::kForbiddenCall, "line 3: cudaDeviceSynchronize (device_sync): ...");
+  v.reject(reason::kBackgroundThread, "thread count 3 -> 4");
+  const Verdict r = verdict_from_json(to_json(v));
+  EXPECT_FALSE(r.correct);
+  EXPECT_EQ(r.reasons, (std::vector<std::string>{"forbidden_call", "background_thread"}));
+  EXPECT_EQ(r.message, v.message);
+  EXPECT_TRUE(r.speedup.empty());
+  EXPECT_TRUE(r.details.is_object());
+}
+
+TEST(Verdict, NonFiniteNumbersSurviveAsNaN) {
+  Verdict v = accepted(std::numeric_limits<double>::quiet_NaN());
+  const Verdict r = verdict_from_json(nlohmann::json::parse(to_json(v).dump()));
+  EXPECT_TRUE(std::isnan(r.speedup.at("offline").median));
+}
+
+TEST(Verdict, FromJsonRejectsWrongTypes) {
+  const nlohmann::json good = to_json(accepted(2.0));
+  for (const auto& [key, bad] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"correct", "yes"},
+           {"reasons", "wrong_result"},
+           {"reasons", nlohmann::json::array({1, 2})},
+           {"speedup", nlohmann::json::array()},
+           {"speedup", {{"offline", 1.5}}},
+           {"speedup", {{"offline", {{"median", "fast"}}}}},
+           {"speedup", {{"offline", {{"n", 2.5}}}}},
+           {"message", 3},
+           {"reward", "high"},
+       }) {
+    nlohmann::json j = good;
+    j[key] = bad;
+    try {
+      verdict_from_json(j);
+      ADD_FAILURE() << "accepted " << key << " = " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage) << e.what();
+    }
+  }
+  EXPECT_THROW(verdict_from_json(nlohmann::json::array()), Error);
+  // Missing fields keep their defaults.
+  const Verdict d = verdict_from_json(nlohmann::json::object());
+  EXPECT_FALSE(d.correct);
+  EXPECT_TRUE(d.reasons.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reward
+
+TEST(Reward, ParsesEveryKind) {
+  RewardConfig c = parse_reward("log");
+  EXPECT_EQ(c.kind, "log");
+  EXPECT_EQ(c.mode, "offline");
+  EXPECT_EQ(parse_reward("speedup").kind, "speedup");
+  c = parse_reward("clipped");
+  EXPECT_EQ(c.kind, "clipped");
+  EXPECT_DOUBLE_EQ(c.clip, 10.0);
+  c = parse_reward("clipped:5");
+  EXPECT_EQ(c.kind, "clipped");
+  EXPECT_DOUBLE_EQ(c.clip, 5.0);
+  EXPECT_DOUBLE_EQ(parse_reward("clipped:2.5").clip, 2.5);
+}
+
+TEST(Reward, ParseErrorsAreUsageErrors) {
+  for (const char* bad : {"", "Log", "linear", "clipped:", "clipped:0", "clipped:-3", "clipped:abc", "clipped:5x",
+                          "clipped:inf", "clipped:nan", "log:2", "speedup:3"}) {
+    try {
+      parse_reward(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage) << bad;
+    }
+  }
+}
+
+TEST(Reward, ComputesEachKindFromTheMedianOfTheMode) {
+  Verdict v = accepted(2.0);
+  v.speedup["graph"] = summary_of(4.0);
+  EXPECT_NEAR(compute_reward(v, parse_reward("log")), std::log(2.0), 1e-12);
+  EXPECT_DOUBLE_EQ(compute_reward(v, parse_reward("speedup")), 2.0);
+  EXPECT_DOUBLE_EQ(compute_reward(v, parse_reward("clipped:1.5")), 1.5);
+  EXPECT_DOUBLE_EQ(compute_reward(v, parse_reward("clipped")), 2.0);
+
+  RewardConfig graph = parse_reward("speedup");
+  graph.mode = "graph";
+  EXPECT_DOUBLE_EQ(compute_reward(v, graph), 4.0);
+
+  // Slower than the baseline: the log reward is negative.
+  EXPECT_NEAR(compute_reward(accepted(0.5), parse_reward("log")), std::log(0.5), 1e-12);
+  EXPECT_DOUBLE_EQ(compute_reward(accepted(50.0), parse_reward("clipped")), 10.0);
+}
+
+TEST(Reward, ZeroWhenIncorrectMissingOrImplausible) {
+  Verdict wrong = accepted(3.0);
+  wrong.correct = false;
+  EXPECT_EQ(compute_reward(wrong, parse_reward("speedup")), 0.0);
+
+  Verdict rejected = accepted(3.0);
+  rejected.reject(reason::kSideStream, "side stream");
+  EXPECT_EQ(compute_reward(rejected, parse_reward("speedup")), 0.0);
+
+  RewardConfig server = parse_reward("speedup");
+  server.mode = "server";
+  EXPECT_EQ(compute_reward(accepted(3.0), server), 0.0);
+
+  for (double s : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()})
+    for (const char* kind : {"log", "speedup", "clipped"})
+      EXPECT_EQ(compute_reward(accepted(s), parse_reward(kind)), 0.0) << kind << " " << s;
+}
+
+TEST(Reward, BadConfigIsAUsageErrorEvenForIncorrectVerdicts) {
+  RewardConfig c;
+  c.kind = "exp";
+  Verdict wrong;
+  for (const Verdict& v : {accepted(2.0), wrong}) {
+    try {
+      compute_reward(v, c);
+      ADD_FAILURE() << "accepted kind 'exp'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    }
+  }
+  RewardConfig clip0 = parse_reward("clipped");
+  clip0.clip = 0;
+  EXPECT_THROW(compute_reward(accepted(2.0), clip0), Error);
+}
+
+}  // namespace
+}  // namespace kforge
