@@ -236,6 +236,8 @@ CompileResult CompileService::compile(const std::string& source, const std::stri
   po.timeout_s = opts_.timeout_s;
   po.max_output_bytes = opts_.max_log_bytes;
   po.cwd = work.path();
+  // nvcc's intermediates go to the private folder too, so a killed compile leaves nothing behind.
+  po.env = {"TMPDIR=" + work.path()};
   ProcessResult pr = run_process(r.command, po);
   r.seconds = pr.seconds;
   r.log = pr.out + pr.err;

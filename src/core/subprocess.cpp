@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+extern char** environ;
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -69,8 +71,8 @@ constexpr int kStageChdir = 1;
 constexpr int kStageExec = 2;
 
 // Runs in the child between fork and exec: only async-signal-safe calls, no allocation.
-[[noreturn]] void child_exec(char* const* argv, const char* cwd, int in_fd, int out_fd, int err_fd,
-                             int status_fd) {
+[[noreturn]] void child_exec(char* const* argv, char* const* envp, const char* cwd, int in_fd, int out_fd,
+                             int err_fd, int status_fd) {
   // A new session makes the child the leader of a new process group whose id is its pid, so the
   // parent can kill it and everything it starts with kill(-pid, ...).
   ::setsid();
@@ -97,7 +99,7 @@ constexpr int kStageExec = 2;
   if (cwd != nullptr && ::chdir(cwd) != 0) {
     failure = {kStageChdir, errno};
   } else {
-    ::execvp(argv[0], argv);
+    ::execvpe(argv[0], argv, envp);
     failure = {kStageExec, errno};
   }
   // Tell the parent why; the status pipe is closed by a successful exec, so any bytes on it mean
@@ -216,6 +218,19 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   const char* cwd = opts.cwd.empty() ? nullptr : opts.cwd.c_str();
+  // The environment: ours, with opts.env replacing entries of the same name.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    bool overridden = false;
+    for (const std::string& o : opts.env) overridden |= o.compare(0, name.size() + 1, name + "=") == 0;
+    if (!overridden) env_strings.push_back(entry);
+  }
+  env_strings.insert(env_strings.end(), opts.env.begin(), opts.env.end());
+  std::vector<char*> cenv;
+  for (const std::string& e : env_strings) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
 
   Fd in[2], out[2], err[2], status[2];
   std::string why;
@@ -232,7 +247,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     r.seconds = seconds_since(start);
     return r;
   }
-  if (pid == 0) child_exec(cargv.data(), cwd, in[0].get(), out[1].get(), err[1].get(), status[1].get());
+  if (pid == 0) child_exec(cargv.data(), cenv.data(), cwd, in[0].get(), out[1].get(), err[1].get(), status[1].get());
 
   // Parent: drop the child's ends so that end-of-file arrives once the child's side closes.
   in[0].reset();

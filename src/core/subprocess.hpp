@@ -11,6 +11,7 @@ struct ProcessOptions {
   size_t max_output_bytes = 1 << 20;  // per stream; the rest is read and dropped
   std::string stdin_data;             // written to the child's stdin, then closed
   std::string cwd;                    // empty: inherit
+  std::vector<std::string> env;       // "NAME=value" entries that override or extend the environment
 };
 
 struct ProcessResult {

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -312,10 +313,11 @@ class HgemmJudge {
     auto a_of = [&](int64_t i) { return inputs.as<char>() + size_t(i % int64_t(sets)) * set_in; };
     auto b_of = [&](int64_t i) { return a_of(i) + elems_a(sh) * 2; };
     auto c_of = [&](const DeviceBuffer& o, int64_t i) { return o.as<char>() + size_t(i % int64_t(sets)) * set_out; };
-    int64_t last_call = -1;
+    // The call indices the candidate itself got (the timer numbers every call, baseline's too).
+    std::vector<int64_t> cand_calls;
     bool bad_rc = false;
     Launch cand = [&](cudaStream_t st, int64_t i) {
-      last_call = std::max(last_call, i);
+      cand_calls.push_back(i);
       if (call(a_of(i), b_of(i), c_of(out_c, i), ws.get(), st) != 0) bad_rc = true;
     };
     LtPlan plan(w_.handles, p_);
@@ -371,9 +373,11 @@ class HgemmJudge {
       else if (t.a.per_call_us.median < floor)
         v_.flags.push_back("near_floor");
     }
-    // The outputs of the last timed calls, checked against their own inputs.
-    for (int64_t j = 0; j < 4 && last_call - j >= 0 && v_.reasons.empty(); ++j) {
-      const int64_t i = last_call - j;
+    // The outputs of the candidate's last timed calls, checked against their own inputs.
+    std::sort(cand_calls.begin(), cand_calls.end());
+    cand_calls.erase(std::unique(cand_calls.begin(), cand_calls.end()), cand_calls.end());
+    for (size_t j = 0; j < 4 && j < cand_calls.size() && v_.reasons.empty(); ++j) {
+      const int64_t i = cand_calls[cand_calls.size() - 1 - j];
       CheckResult res = check(reinterpret_cast<const __half*>(a_of(i)), reinterpret_cast<const __half*>(b_of(i)),
                               reinterpret_cast<const __half*>(c_of(out_c, i)), r_.seed + 7 + j);
       if (!res.ok()) v_.reject(reason::kTimedOutputWrong, "an output of a timed call is wrong: " + res.describe());
@@ -386,7 +390,7 @@ class HgemmJudge {
     return p_.shape.str() + std::string(to_string(p_.layout)) + std::string(to_string(p_.acc));
   }
 
-  // cuBLASLt auto-tuned: every algorithm its heuristic offers, timed briefly, the best kept (cached).
+  // cuBLASLt auto-tuned: every algorithm its heuristic offers, timed briefly, the best kept.
   cublasLtMatmulAlgo_t best_baseline_algo(const LtPlan& plan, const void* a, const void* b, void* c) {
     const auto algos = plan.heuristics(100);
     if (algos.empty()) KF_RUNTIME_ERROR("cuBLASLt offers no algorithm for %s", p_.shape.str().c_str());
@@ -498,6 +502,7 @@ int run_eval_worker() {
           w = std::make_unique<WorkerState>();
           w->dev = query_device(0);
           w->ceilings = load_or_calibrate_ceilings(w->dev, w->stream.get(), false);
+          capture.take();  // the worker's own messages are not the candidate's output
         }
         judge_candidate(*w, req, c, v, fatal);
       }

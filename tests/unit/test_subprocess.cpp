@@ -263,3 +263,17 @@ TEST(Subprocess, ManyThreadsAtOnce) {
 
 }  // namespace
 }  // namespace kforge
+
+namespace kforge {
+namespace {
+
+TEST(SubprocessEnv, OverridesAndExtendsTheEnvironment) {
+  ProcessOptions o;
+  o.env = {"HOME=/kforge-test-home", "KFORGE_TEST_EXTRA=42"};
+  ProcessResult r = run_process({"sh", "-c", "echo $HOME:$KFORGE_TEST_EXTRA:${PATH:+path}"}, o);
+  ASSERT_TRUE(r.ok()) << r.describe();
+  EXPECT_EQ(r.out, "/kforge-test-home:42:path\n");
+}
+
+}  // namespace
+}  // namespace kforge
