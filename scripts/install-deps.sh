@@ -3,7 +3,8 @@
 # must already be installed (NVIDIA's packages); this script checks for it and says so if missing.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+packages=(cmake ninja-build g++ pkg-config libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev
+          libcurl4-openssl-dev libcpp-httplib-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,5 +19,6 @@ void register_doctor(CLI::App& app);
 void register_hgemm_bench(CLI::App& hgemm);
 void register_hgemm_compare(CLI::App& hgemm);
 void register_eval(CLI::App& app);
+void register_optimize(CLI::App& app);
 
 }  // namespace kforge

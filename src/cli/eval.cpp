@@ -8,7 +8,6 @@
 #include "core/text.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/hgemm_worker.hpp"
-#include "gpu/device.hpp"
 
 namespace kforge {
 namespace {
@@ -31,19 +30,6 @@ struct EvalCliOptions {
   bool verify_only = false;
 };
 
-// The include folder that holds kforge/abi/*.h: $KFORGE_INCLUDE_DIR, else the source tree's.
-std::string abi_include_dir() {
-  if (const char* d = std::getenv("KFORGE_INCLUDE_DIR"); d && *d) return d;
-  return KFORGE_INCLUDE_DIR;
-}
-
-std::string default_arch() {
-  if (gpu_unavailable_reason()) return "sm_90a";
-  const DeviceInfo d = query_device(0);
-  if (d.cc_major == 9 && d.cc_minor == 0) return "sm_90a";  // wgmma and setmaxnreg need the "a" target
-  return strf("sm_%d%d", d.cc_major, d.cc_minor);
-}
-
 std::string one_line(const Verdict& v) {
   if (!v.correct) {
     return strf("REJECT  %s  %s: %s", v.candidate.c_str(), join(v.reasons, ",").c_str(), v.message.c_str());
@@ -63,7 +49,7 @@ void run_eval(const EvalCliOptions& o) {
   problem.shape = parse_shape(o.shape);
   problem.layout = parse_layout(o.layout);
   problem.acc = parse_acc(o.acc);
-  EvalOptions eo;
+  EvalOptions eo = hgemm_eval_options(o.arch);
   eo.modes.clear();
   for (const std::string& m : split(o.modes, ',')) {
     if (m != "offline" && m != "graph" && m != "server")
@@ -87,9 +73,6 @@ void run_eval(const EvalCliOptions& o) {
   eo.skip_timing = o.verify_only;
   eo.scan.allow_streams = o.allow_streams;
   eo.compile.timeout_s = o.compile_timeout;
-  eo.compile.arch = o.arch.empty() ? default_arch() : o.arch;
-  eo.compile.include_dirs = {abi_include_dir()};
-  eo.compile.extra_flags = {"-include", "kforge/abi/hgemm.h"};
   Evaluator evaluator(eo);
   std::fprintf(stderr, "kforge eval: %zu candidate(s), HGEMM %s %s acc %s, target %s\n", o.candidates.size(),
                problem.shape.str().c_str(), o.layout.c_str(), o.acc.c_str(), eo.compile.arch.c_str());

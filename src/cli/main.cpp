@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   kforge::register_doctor(app);
   kforge::register_eval(app);
+  kforge::register_optimize(app);
   CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);

@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "eval/hgemm_worker.hpp"
+#include "gpu/device.hpp"
 
 namespace kforge {
 
@@ -130,6 +131,28 @@ class Evaluator::Worker {
   int in_ = -1, out_ = -1;
   std::string buf_;
 };
+
+std::string abi_include_dir() {
+  if (const char* d = std::getenv("KFORGE_INCLUDE_DIR"); d && *d) return d;
+  return KFORGE_INCLUDE_DIR;
+}
+
+EvalOptions hgemm_eval_options(const std::string& arch) {
+  EvalOptions o;
+  std::string target = arch;
+  if (target.empty()) {
+    target = "sm_90a";
+    if (!gpu_unavailable_reason()) {
+      const DeviceInfo d = query_device(0);
+      // wgmma and setmaxnreg need the "a" target on Hopper.
+      if (!(d.cc_major == 9 && d.cc_minor == 0)) target = strf("sm_%d%d", d.cc_major, d.cc_minor);
+    }
+  }
+  o.compile.arch = target;
+  o.compile.include_dirs = {abi_include_dir()};
+  o.compile.extra_flags = {"-include", "kforge/abi/hgemm.h"};
+  return o;
+}
 
 struct Evaluator::Prepared {
   std::string source;

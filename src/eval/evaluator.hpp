@@ -62,4 +62,11 @@ class Evaluator {
 // The program that is running (readlink /proc/self/exe).
 std::string self_executable();
 
+// Evaluator options for HGEMM candidates: kforge's ABI headers on the include path and
+// kforge/abi/hgemm.h pre-included (so a wrongly typed entry point fails to compile), the target
+// `arch` or, when empty, the device's (sm_90a on Hopper; sm_90a without a device).
+EvalOptions hgemm_eval_options(const std::string& arch);
+// The folder holding kforge/abi/*.h: $KFORGE_INCLUDE_DIR, else the source tree's include/.
+std::string abi_include_dir();
+
 }  // namespace kforge

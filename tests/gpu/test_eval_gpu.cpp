@@ -18,13 +18,10 @@ using test::GpuTest;
 const std::string kCorpus = std::string(KFORGE_SOURCE_DIR) + "/tests/corpus/hgemm";
 
 EvalOptions corpus_options(const std::string& cache) {
-  EvalOptions o;
+  EvalOptions o = hgemm_eval_options("sm_90a");
   o.worker_command = {KFORGE_BINARY, "eval-worker"};
   o.run_timeout_s = 20;
   o.samples = 5;
-  o.compile.arch = "sm_90a";
-  o.compile.include_dirs = {std::string(KFORGE_SOURCE_DIR) + "/include"};
-  o.compile.extra_flags = {"-include", "kforge/abi/hgemm.h"};
   o.compile.cache_dir = cache;
   return o;
 }

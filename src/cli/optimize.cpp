@@ -1,0 +1,139 @@
+// kforge optimize: the contrastive search loop from the command line.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "search/loop.hpp"
+
+namespace kforge {
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop = true; }
+
+struct OptimizeCli {
+  OptimizeOptions o;
+  std::vector<std::string> urls, models;
+  std::string api_key_env = "OPENAI_API_KEY";
+  double price_prompt = 0, price_completion = 0;
+  double budget = -1;
+  std::string resume_dir;
+  std::string cassette;
+  bool record = false, replay = false;
+  std::string arch, modes = "offline", reward = "log";
+  double run_timeout = 60, compile_timeout = 180;
+  int samples = 7;
+};
+
+void run(OptimizeCli& c) {
+  OptimizeOptions& o = c.o;
+  if (!c.resume_dir.empty()) {
+    o.resume = true;
+    o.run_dir = c.resume_dir;
+  } else if (o.task.empty()) {
+    KF_USAGE_ERROR("--task is required (e.g. --task hgemm:4096x4096x64:tn), or --resume DIR");
+  } else {
+    parse_hgemm_task(o.task);  // fail early on a bad task
+  }
+  if (c.models.size() > 1 && c.models.size() != c.urls.size())
+    KF_USAGE_ERROR("give one --model for all endpoints or one per --llm-url (%zu models for %zu URLs)", c.models.size(),
+                   c.urls.size());
+  if (!c.urls.empty() && c.models.empty()) KF_USAGE_ERROR("--model is required with --llm-url");
+  for (size_t i = 0; i < c.urls.size(); ++i) {
+    Endpoint e;
+    e.url = c.urls[i];
+    e.model = c.models.size() == 1 ? c.models[0] : c.models[i];
+    e.api_key_env = c.api_key_env;
+    e.usd_per_1k_prompt = c.price_prompt;
+    e.usd_per_1k_completion = c.price_completion;
+    o.llm.endpoints.push_back(e);
+  }
+  if (c.budget >= 0) o.llm.budget_usd = c.budget;
+  if (c.record && c.replay) KF_USAGE_ERROR("--record and --replay exclude each other");
+  if ((c.record || c.replay) && c.cassette.empty()) KF_USAGE_ERROR("--record and --replay need --cassette FILE");
+  o.llm.cassette_path = c.cassette;
+  o.llm.cassette_mode = c.record ? CassetteMode::kRecord : c.replay ? CassetteMode::kReplay : CassetteMode::kOff;
+  if (o.iterations == 0 || o.iterations < -1) KF_USAGE_ERROR("--iterations must be at least 1");
+  if (o.iterations == -1 && !o.resume) o.iterations = 10;
+  if (o.group_size < 1 || o.group_size > 64) KF_USAGE_ERROR("--group-size must be between 1 and 64");
+  if (o.exemplars < 0 || o.exemplars > 16) KF_USAGE_ERROR("--exemplars must be between 0 and 16");
+  if (o.policy == "llm" && o.llm.endpoints.empty() && !o.resume)
+    KF_USAGE_ERROR("the llm policy needs --llm-url and --model (or --policy builtin, which needs no endpoint)");
+
+  const std::string arch = c.arch;
+  EvalOptions eval = hgemm_eval_options(arch);
+  eval.modes = split(c.modes, ',');
+  eval.samples = c.samples;
+  eval.run_timeout_s = c.run_timeout;
+  eval.compile.timeout_s = c.compile_timeout;
+  eval.reward = parse_reward(c.reward);
+  eval.reward.mode = eval.modes.empty() ? "offline" : eval.modes.front();
+  o.eval = eval;
+
+  g_stop = false;
+  auto previous = std::signal(SIGINT, on_stop_signal);
+  OptimizeSummary s;
+  try {
+    s = run_optimize(o, g_stop);
+  } catch (...) {
+    std::signal(SIGINT, previous);
+    throw;
+  }
+  std::signal(SIGINT, previous);
+  std::printf("run %lld in %s: %d iterations, %d candidates (%d correct), best %.3fx%s, spent $%.4f%s\n",
+              (long long)s.run_id, o.run_dir.c_str(), s.iterations_done, s.candidates, s.correct, s.best_speedup,
+              s.best_id ? strf(" (candidate %lld: %s/candidates/%lld.cu)", (long long)s.best_id, o.run_dir.c_str(),
+                               (long long)s.best_id).c_str()
+                        : "",
+              s.spent_usd, s.interrupted ? ("; stopped: continue with --resume " + o.run_dir).c_str() : "");
+  if (s.interrupted) throw ExitStatus{130};
+}
+
+}  // namespace
+
+void register_optimize(CLI::App& app) {
+  auto c = std::make_shared<OptimizeCli>();
+  CLI::App* cmd = app.add_subcommand("optimize", "The contrastive search loop: an LLM (or the built-in policy) "
+                                                 "proposes kernels, the hardened evaluator judges them");
+  cmd->add_option("--task", c->o.task, "what to optimise: hgemm:MxNxK[:nn|tn][:f32|f16]");
+  cmd->add_option("--policy", c->o.policy, "llm (an OpenAI-compatible endpoint) or builtin (no LLM)")->capture_default_str();
+  cmd->add_option("--llm-url", c->urls, "endpoint base URL, e.g. http://127.0.0.1:8000 (repeatable: several endpoints)");
+  cmd->add_option("--model", c->models, "model name (one for all endpoints, or one per --llm-url)");
+  cmd->add_option("--api-key-env", c->api_key_env, "environment variable holding the API key (never logged)")
+      ->capture_default_str();
+  cmd->add_option("--price-prompt", c->price_prompt, "USD per 1,000 prompt tokens (for the spending cap)");
+  cmd->add_option("--price-completion", c->price_completion, "USD per 1,000 completion tokens");
+  cmd->add_option("--budget-usd", c->budget, "stop when the LLM spending reaches this");
+  cmd->add_option("--iterations", c->o.iterations,
+                  "iterations, one prompt and one group each (default 10; with --resume, as stored unless given)");
+  cmd->add_option("--llm-retries", c->o.llm.max_retries, "retries of one LLM call on 429, 5xx and transport errors")
+      ->capture_default_str();
+  cmd->add_option("--llm-timeout", c->o.llm.timeout_s, "seconds one LLM request may take")->capture_default_str();
+  cmd->add_option("--group-size", c->o.group_size, "candidates per prompt (a GRPO group)")->capture_default_str();
+  cmd->add_option("--exemplars", c->o.exemplars, "earlier candidates shown in each prompt")->capture_default_str();
+  cmd->add_option("--concurrency", c->o.llm.concurrency, "LLM requests in flight at once")->capture_default_str();
+  cmd->add_option("--sampler", c->o.sampler, "contrastive[:BUCKETS:TEMPERATURE], topk or islands:N")->capture_default_str();
+  cmd->add_option("--prompts", c->o.prompts_dir, "folder of prompt templates overriding the built-in ones (see prompts/)");
+  cmd->add_option("--run-dir", c->o.run_dir, "folder of this run (database and candidate files)")->capture_default_str();
+  cmd->add_option("--resume", c->resume_dir, "continue the run in this folder where it stopped");
+  cmd->add_option("--cassette", c->cassette, "JSONL file of recorded LLM exchanges");
+  cmd->add_flag("--record", c->record, "record every LLM exchange into --cassette");
+  cmd->add_flag("--replay", c->replay, "answer LLM calls from --cassette only (deterministic, no network)");
+  cmd->add_option("--seed", c->o.seed, "seed of the sampler and the built-in policy")->capture_default_str();
+  cmd->add_option("--mode", c->modes, "timing modes of the evaluator; the first sets the reward")->capture_default_str();
+  cmd->add_option("--samples", c->samples, "paired timing rounds per candidate")->capture_default_str();
+  cmd->add_option("--reward", c->reward, "reward of a correct candidate: log, speedup, clipped:X")->capture_default_str();
+  cmd->add_option("--reward-clip", c->o.reward_clip, "clip rewards to +-X before group normalisation")->capture_default_str();
+  cmd->add_option("--arch", c->arch, "nvcc target (default: the device's)");
+  cmd->add_option("--run-timeout", c->run_timeout, "seconds to judge one candidate")->capture_default_str();
+  cmd->add_option("--compile-timeout", c->compile_timeout, "seconds for one nvcc compile")->capture_default_str();
+  c->o.run_dir = "kforge-run";
+  c->o.iterations = -1;
+  cmd->callback([c] { run(*c); });
+}
+
+}  // namespace kforge

@@ -1,0 +1,53 @@
+// The contrastive search loop (CUDA-L1's core): each iteration draws exemplars from the program
+// database (contrastive buckets), builds a prompt with their measured speed-ups, asks the policy
+// for a group of G candidates, judges every candidate through the hardened evaluator, and stores
+// group-normalised (GRPO) advantages. Every step is a transaction in the run's database, so a run
+// killed at any moment resumes where it stopped, with no candidate lost or judged twice.
+#pragma once
+#include <atomic>
+#include <string>
+
+#include "eval/evaluator.hpp"
+#include "llm/client.hpp"
+#include "ops/hgemm.hpp"
+
+namespace kforge {
+
+struct OptimizeOptions {
+  std::string task;                 // "hgemm:MxNxK[:tn|nn][:f32|f16]"
+  std::string run_dir;              // holds kforge-search.db and candidates/<id>.cu
+  bool resume = false;              // continue the latest run in run_dir with its stored options
+  std::string policy = "llm";       // "llm" or "builtin"
+  LlmOptions llm;
+  int iterations = 10;              // on --resume, < 1 means "as stored"
+  int group_size = 4;
+  int exemplars = 2;
+  std::string sampler = "contrastive";
+  std::string prompts_dir;          // empty: the built-in templates
+  double reward_clip = 10;
+  double jump_factor = 1.5;         // a best speed-up this many times the previous best is re-measured
+  uint64_t seed = 1;
+  EvalOptions eval;
+};
+
+// "hgemm:4096x4096x64:tn" -> problem. Usage error on anything else.
+HgemmProblem parse_hgemm_task(const std::string& task);
+
+struct OptimizeSummary {
+  int64_t run_id = 0;
+  int iterations_done = 0;
+  int candidates = 0, correct = 0;
+  double best_speedup = 0;
+  int64_t best_id = 0;
+  double spent_usd = 0;
+  bool interrupted = false;
+};
+
+// Runs the loop; `stop` is polled between steps (a Ctrl-C handler sets it).
+OptimizeSummary run_optimize(const OptimizeOptions& opts, const std::atomic<bool>& stop);
+
+// The options as stored with a run (for --resume), and back.
+nlohmann::json to_json(const OptimizeOptions& o);
+void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o);
+
+}  // namespace kforge

@@ -1,0 +1,165 @@
+// kforge optimize against a scripted OpenAI-compatible server (real HTTP on loopback): several
+// iterations stored whole, failed and malformed replies survived, and a run killed in the middle
+// of an iteration resumes with no candidate lost or duplicated. On a machine without a GPU the
+// evaluator's verdicts for compiled candidates say so; everything before it is real.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/subprocess.hpp"
+#include "core/text.hpp"
+#include "search/program_db.hpp"
+#include "../support/process.hpp"
+#include "../support/scripted_llm_server.hpp"
+
+namespace kforge {
+namespace {
+
+using test::ScriptedLlmServer;
+using test::ScriptStep;
+
+const char* kForbidden =
+    "## Performance Analysis\nThe seed is slow.\n## Code Implementation\n```cuda\n#include <cuda_fp16.h>\n"
+    "extern \"C\" int kforge_hgemm(const kforge_hgemm_args* a, cudaStream_t s) { cudaDeviceSynchronize(); return 0; }\n```\n";
+const char* kNoCode = "I think tiling would help, but here is no code.";
+const char* kEnvProbe =
+    "```cuda\n#include <cstdlib>\nextern \"C\" int kforge_hgemm(const kforge_hgemm_args* a, cudaStream_t s) {\n"
+    "  return getenv(\"KFORGE\") ? 0 : 1;\n}\n```\n";
+const char* kBadEdit = "<<<<<<< SEARCH\nthis line is not in the parent\n=======\nnor is this\n>>>>>>> REPLACE\n";
+const char* kSyntaxError = "```cuda\nextern \"C\" int kforge_hgemm(const kforge_hgemm_args* a, cudaStream_t s) { return oops; }\n```\n";
+const char* kGoodEdit =
+    "## Algorithm Design\nSame algorithm, clearer accumulator.\n<<<<<<< SEARCH\n    float acc = 0.0f;\n=======\n"
+    "    float acc = 0.0f;  // fp32 accumulator\n>>>>>>> REPLACE\n";
+
+std::string optimize_cmd(const std::string& url, const std::string& dir, int iterations) {
+  return strf("optimize --task hgemm:64x64x64 --llm-url %s --model scripted --group-size 2 --iterations %d --samples 3 "
+              "--arch sm_90a --run-timeout 60 --run-dir %s",
+              url.c_str(), iterations, dir.c_str());
+}
+
+TEST(Optimize, ScriptedServerIterationsAreStoredWhole) {
+  ScriptedLlmServer server;
+  server.push(ScriptedLlmServer::ok({kForbidden, kNoCode}));
+  server.push(ScriptStep{429, R"({"error":"slow down"})", 0, std::string("0")});
+  server.push(ScriptStep{200, "this is not JSON", 0, {}});
+  server.push(ScriptedLlmServer::ok({kBadEdit, kEnvProbe}));
+  server.push(ScriptedLlmServer::ok({kSyntaxError, kGoodEdit}));
+  const std::string dir = test::temp_dir() + "/run";
+  auto r = test::run_kforge(optimize_cmd(server.url(), dir, 3));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("3 iterations"), std::string::npos) << r.out;
+
+  ProgramDb db(dir + "/kforge-search.db");
+  const auto run = db.latest_run();
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->state, "complete");
+  const auto cands = db.candidates(run->id);
+  ASSERT_EQ(cands.size(), 7u);  // the seed and 3 groups of 2
+  std::map<std::pair<int, int>, const CandidateRecord*> by_slot;
+  for (const CandidateRecord& c : cands) {
+    EXPECT_NE(c.status, "pending") << c.id;
+    EXPECT_TRUE(c.advantage.has_value()) << c.id;
+    EXPECT_TRUE(by_slot.emplace(std::pair{c.iteration, c.sample}, &c).second) << "duplicate slot " << c.iteration;
+  }
+  auto reasons = [](const CandidateRecord& c) { return c.verdict.is_object() ? c.verdict["reasons"].dump() : ""; };
+  EXPECT_NE(reasons(*by_slot.at({1, 0})).find("forbidden_call"), std::string::npos) << reasons(*by_slot.at({1, 0}));
+  EXPECT_EQ(by_slot.at({1, 1})->status, "invalid");
+  EXPECT_NE(by_slot.at({1, 1})->error.find("no fenced code block"), std::string::npos) << by_slot.at({1, 1})->error;
+  EXPECT_EQ(by_slot.at({2, 0})->status, "invalid");
+  EXPECT_NE(by_slot.at({2, 0})->error.find("could not be applied"), std::string::npos) << by_slot.at({2, 0})->error;
+  EXPECT_NE(reasons(*by_slot.at({2, 1})).find("forbidden_call"), std::string::npos);
+  EXPECT_NE(reasons(*by_slot.at({3, 0})).find("compile_error"), std::string::npos) << reasons(*by_slot.at({3, 0}));
+  EXPECT_EQ(by_slot.at({3, 1})->status, "evaluated");  // the edit applied to the seed and compiled
+  EXPECT_NE(by_slot.at({3, 1})->source.find("// fp32 accumulator"), std::string::npos);
+  EXPECT_EQ(by_slot.at({3, 1})->parents, std::vector<int64_t>{by_slot.at({0, 0})->id});
+  // The prompt carries the task, the reference and (from iteration 2 on) feedback on what failed.
+  const std::string prompt2 = by_slot.at({2, 0})->prompt;
+  EXPECT_NE(prompt2.find("C[M,N] = A[M,K] * B[K,N]"), std::string::npos);
+  EXPECT_NE(prompt2.find("naive_hgemm"), std::string::npos);
+  EXPECT_NE(prompt2.find("could not be used"), std::string::npos);
+  // Calls: one per iteration, plus the malformed reply recorded as an error (after a retried 429).
+  const auto calls = db.llm_calls(run->id);
+  ASSERT_EQ(calls.size(), 4u);
+  int errors = 0;
+  for (const auto& c : calls) errors += c.status == "error";
+  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(server.request_count(), 5u);
+  const auto first = server.requests().front().body;
+  EXPECT_EQ(first["model"], "scripted");
+  EXPECT_EQ(first["n"], 2);
+}
+
+TEST(Optimize, KilledMidIterationResumesWithoutLossOrDuplicates) {
+  ScriptedLlmServer server(ScriptedLlmServer::ok({kForbidden, kNoCode}));
+  server.push(ScriptedLlmServer::ok({kForbidden, kNoCode}));
+  ScriptStep slow = ScriptedLlmServer::ok({kForbidden, kNoCode});
+  slow.delay_ms = 120000;  // iteration 2 waits here until the process is killed
+  server.push(slow);
+  const std::string dir = test::temp_dir() + "/run";
+  const std::string kforge = KFORGE_BINARY;
+  ProcessOptions po;
+  po.timeout_s = 25;  // SIGKILL to the whole process group, mid-iteration
+  std::vector<std::string> argv = {kforge};
+  for (const std::string& a : split(optimize_cmd(server.url(), dir, 3), ' ')) argv.push_back(a);
+  ProcessResult killed = run_process(argv, po);
+  ASSERT_TRUE(killed.timed_out) << killed.describe() << "\n" << killed.err;
+  int stored_before = 0;
+  {
+    ProgramDb db(dir + "/kforge-search.db");
+    const auto run = db.latest_run();
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->state, "running");  // killed, not stopped cleanly
+    EXPECT_LE(db.last_iteration(run->id), 1);
+    stored_before = int(db.candidates(run->id).size());
+  }
+  auto resumed = test::run_kforge("optimize --resume " + dir);
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  ProgramDb db(dir + "/kforge-search.db");
+  const auto run = db.latest_run();
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->state, "complete");
+  const auto cands = db.candidates(run->id);
+  EXPECT_GE(int(cands.size()), stored_before);
+  ASSERT_EQ(cands.size(), 7u);
+  std::set<std::pair<int, int>> slots;
+  std::set<int64_t> ids;
+  for (const CandidateRecord& c : cands) {
+    EXPECT_NE(c.status, "pending");
+    EXPECT_TRUE(slots.insert({c.iteration, c.sample}).second) << "duplicate " << c.iteration << "/" << c.sample;
+    EXPECT_TRUE(ids.insert(c.id).second);
+  }
+  for (int it = 1; it <= 3; ++it) EXPECT_TRUE(slots.count({it, 0}) && slots.count({it, 1})) << "iteration " << it;
+}
+
+TEST(Optimize, BadArgumentsAndEndpoints) {
+  auto notask = test::run_kforge("optimize --llm-url http://127.0.0.1:9 --model m");
+  EXPECT_EQ(notask.rc, 2);
+  EXPECT_NE(notask.err.find("--task"), std::string::npos) << notask.err;
+  auto badtask = test::run_kforge("optimize --task gemm:1x1x1 --policy builtin --run-dir " + test::temp_dir() + "/r");
+  EXPECT_EQ(badtask.rc, 2);
+  auto nourl = test::run_kforge("optimize --task hgemm:64x64x64 --run-dir " + test::temp_dir() + "/r");
+  EXPECT_EQ(nourl.rc, 2);
+  EXPECT_NE(nourl.err.find("--llm-url"), std::string::npos) << nourl.err;
+  auto noresume = test::run_kforge("optimize --resume " + test::temp_dir() + "/empty");
+  EXPECT_EQ(noresume.rc, 2);
+  EXPECT_NE(noresume.err.find("no run to resume"), std::string::npos) << noresume.err;
+}
+
+TEST(Optimize, UnreachableEndpointNeverEndsTheRun) {
+  // Nothing listens on the port: every iteration's call fails, is recorded, and the run completes.
+  const std::string dir = test::temp_dir() + "/run";
+  auto r = test::run_kforge("optimize --task hgemm:64x64x64 --llm-url http://127.0.0.1:9 --model m --iterations 2 "
+                            "--llm-retries 0 --arch sm_90a --run-dir " + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("LLM call failed"), std::string::npos) << r.err;
+  ProgramDb db(dir + "/kforge-search.db");
+  const auto run = db.latest_run();
+  ASSERT_TRUE(run);
+  EXPECT_EQ(db.llm_calls(run->id).size(), 2u);
+  EXPECT_EQ(db.candidates(run->id).size(), 1u);  // the seed alone
+}
+
+}  // namespace
+}  // namespace kforge
