@@ -10,6 +10,11 @@
 #include "core/error.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
+#include "core/hash.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "search/program_db.hpp"
 #include "../support/process.hpp"
 #include "../support/scripted_llm_server.hpp"
@@ -159,6 +164,85 @@ TEST(Optimize, UnreachableEndpointNeverEndsTheRun) {
   ASSERT_TRUE(run);
   EXPECT_EQ(db.llm_calls(run->id).size(), 2u);
   EXPECT_EQ(db.candidates(run->id).size(), 1u);  // the seed alone
+}
+
+}  // namespace
+}  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// The stored contents of a run that do not depend on timing.
+std::vector<std::string> run_contents(const std::string& dir) {
+  ProgramDb db(dir + "/kforge-search.db");
+  const auto run = db.latest_run();
+  std::vector<std::string> rows;
+  if (!run) return rows;
+  for (const CandidateRecord& c : db.candidates(run->id)) {
+    const std::string reasons = c.verdict.is_object() ? c.verdict["reasons"].dump() : "-";
+    rows.push_back(strf("%d/%d %s %s %s %s %s", c.iteration, c.sample, c.policy.c_str(), c.status.c_str(),
+                        reasons.c_str(), c.error.c_str(), sha256_hex(c.source + "\x1f" + c.prompt).c_str()));
+  }
+  return rows;
+}
+
+TEST(Optimize, ReplayingACassetteReproducesTheRun) {
+  ScriptedLlmServer server(ScriptedLlmServer::ok({kForbidden, kNoCode}));
+  server.push(ScriptedLlmServer::ok({kForbidden, kBadEdit}));
+  server.push(ScriptedLlmServer::ok({kEnvProbe, kNoCode}));
+  const std::string base = test::temp_dir();
+  auto rec = test::run_kforge(optimize_cmd(server.url(), base + "/recorded", 3) + " --record --cassette " + base +
+                              "/llm.jsonl");
+  ASSERT_EQ(rec.rc, 0) << rec.err;
+  const size_t requests = server.request_count();
+  // No server needed now: the same URL, nothing answering it but the cassette.
+  auto rep = test::run_kforge(optimize_cmd(server.url(), base + "/replayed", 3) + " --replay --cassette " + base +
+                              "/llm.jsonl");
+  ASSERT_EQ(rep.rc, 0) << rep.err;
+  EXPECT_EQ(server.request_count(), requests);  // replay touched no network
+  const auto a = run_contents(base + "/recorded"), b = run_contents(base + "/replayed");
+  ASSERT_EQ(a.size(), 7u);
+  EXPECT_EQ(a, b);
+}
+
+TEST(Optimize, CtrlCStopsCleanlyAndResumeFinishes) {
+  ScriptStep slow = ScriptedLlmServer::ok({kForbidden, kNoCode});
+  slow.delay_ms = 1500;
+  ScriptedLlmServer server(slow);
+  const std::string dir = test::temp_dir() + "/run";
+  std::vector<std::string> args = {KFORGE_BINARY};
+  for (const std::string& a : split(optimize_cmd(server.url(), dir, 6), ' ')) args.push_back(a);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::freopen("/dev/null", "w", stdout);
+    ::freopen("/dev/null", "w", stderr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  // Wait until the second LLM request is in flight, then press Ctrl-C.
+  for (int i = 0; i < 600 && server.request_count() < 2; ++i) ::usleep(50000);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  {
+    ProgramDb db(dir + "/kforge-search.db");
+    const auto run = db.latest_run();
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->state, "stopped");
+    EXPECT_LT(db.last_iteration(run->id), 6);
+    for (const CandidateRecord& c : db.candidates(run->id)) EXPECT_NE(c.status, "pending");
+  }
+  auto resumed = test::run_kforge("optimize --resume " + dir);
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  ProgramDb db(dir + "/kforge-search.db");
+  EXPECT_EQ(db.latest_run()->state, "complete");
+  EXPECT_EQ(db.candidates(db.latest_run()->id).size(), 13u);  // the seed and 6 groups of 2
 }
 
 }  // namespace
