@@ -354,23 +354,22 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   }
 
   if (plan.shapes.size() * plan.layouts.size() <= size_t(o.table_limit)) std::printf("%s\n", per_shape_table(all).c_str());
-  for (Mode mode : plan.modes) {
+  auto rows_of = [&all](Mode mode) {
     std::vector<Measurement> rows;
     for (const Measurement& m : all)
       if (m.mode == to_string(mode)) rows.push_back(m);
+    return rows;
+  };
+  for (Mode mode : plan.modes)
     std::printf("== %s mode (%s accumulation)\n%s", std::string(to_string(mode)).c_str(),
-                std::string(to_string(plan.acc)).c_str(), format_summary(rows).c_str());
-  }
+                std::string(to_string(plan.acc)).c_str(), format_summary(rows_of(mode)).c_str());
   std::printf("ceilings: %.1f TFLOP/s fp16 tensor, %.0f GB/s memory, %.0f GB/s L2 (%s)\n", ceil.tensor_tflops,
               ceil.bandwidth_gbs, ceil.l2_bandwidth_gbs, ceil.method.c_str());
   std::printf("took %s\n", human_duration(progress.seconds()).c_str());
 
   nlohmann::json summary;
   for (Mode mode : plan.modes) {
-    std::vector<Measurement> rows;
-    for (const Measurement& m : all)
-      if (m.mode == to_string(mode)) rows.push_back(m);
-    for (const KeySummary& k : summarize_keys(rows))
+    for (const KeySummary& k : summarize_keys(rows_of(mode)))
       summary[std::string(to_string(mode))][k.key] = {{"shapes", k.shapes}, {"geomean_vs_best", k.geomean_vs_best}};
   }
   for (const std::string& out : o.outs) {

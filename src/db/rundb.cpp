@@ -64,33 +64,19 @@ constexpr const char* kHgemmOp = "hgemm";
 constexpr const char* kWhat = "run database";
 constexpr const char* kNewerAdvice = "use a newer kforge or another --db";
 
-// The helpers of db/sqlite.hpp work on a SqliteDb: this makes a view of RunDb's connection (it
-// does not close it).
-SqliteDb view(sqlite3* db, const std::string& path) { return SqliteDb::borrow(db, kWhat, path); }
-
 }  // namespace
 
-RunDb::RunDb(const std::string& path) : path_(path) {
-  // Opened and migrated through an owning SqliteDb (which closes the file if either fails), then
-  // kept as the plain handle the header declares.
-  SqliteDb db(path, kWhat);
-  db.migrate(kMigrations, kNewerAdvice);
-  db_ = db.release();
-}
+RunDb::RunDb(const std::string& path) : db_(path, kWhat) { db_.migrate(kMigrations, kNewerAdvice); }
 
-RunDb::~RunDb() { sqlite3_close(db_); }
+RunDb::~RunDb() = default;
 
 int RunDb::latest_schema_version() { return kLatestVersion; }
 
-int RunDb::schema_version() const { return view(db_, path_).schema_version(); }
-
-void RunDb::exec(const char* sql) { view(db_, path_).exec(sql); }
-
-void RunDb::migrate() { view(db_, path_).migrate(kMigrations, kNewerAdvice); }
+int RunDb::schema_version() const { return db_.schema_version(); }
 
 int64_t RunDb::begin_run(const std::string& kind, const std::string& command, const nlohmann::json& device,
                          const nlohmann::json& options) {
-  const SqliteDb db = view(db_, path_);
+  const SqliteDb& db = db_;
   Transaction tx(db);
   Statement insert(db,
                    "INSERT INTO runs(kind, command, kforge_version, started_at, status, device_json, "
@@ -103,7 +89,7 @@ int64_t RunDb::begin_run(const std::string& kind, const std::string& command, co
 }
 
 void RunDb::add_measurements(int64_t run_id, const std::vector<Measurement>& rows) {
-  const SqliteDb db = view(db_, path_);
+  const SqliteDb& db = db_;
   Transaction tx(db);
   Statement add_shape(db, "INSERT OR IGNORE INTO shapes(op, m, n, k, layout, acc) VALUES (?, ?, ?, ?, ?, ?)");
   Statement find_shape(db,
@@ -140,16 +126,16 @@ void RunDb::add_measurements(int64_t run_id, const std::vector<Measurement>& row
 void RunDb::finish_run(int64_t run_id, const std::string& status, const nlohmann::json& summary) {
   KF_CHECK(status == "complete" || status == "failed" || status == "interrupted", "bad run status '%s'",
            status.c_str());
-  const SqliteDb db = view(db_, path_);
+  const SqliteDb& db = db_;
   Transaction tx(db);
   Statement update(db, "UPDATE runs SET status = ?, finished_at = ?, summary_json = ? WHERE id = ?");
   update.bind(0, status).bind(1, utc_now_iso8601()).bind(2, summary.dump()).bind(3, run_id).step();
-  KF_CHECK(db.changes() == 1, "no run %lld in '%s'", (long long)run_id, path_.c_str());
+  KF_CHECK(db.changes() == 1, "no run %lld in '%s'", (long long)run_id, db_.path().c_str());
   tx.commit();
 }
 
 std::vector<Measurement> RunDb::measurements(int64_t run_id) const {
-  const SqliteDb db = view(db_, path_);
+  const SqliteDb& db = db_;
   Statement q(db,
               "SELECT s.m, s.n, s.k, s.layout, s.acc, x.mode, x.impl, x.median_us, x.p10_us, x.p90_us, x.min_us, "
               "x.max_us, x.mean_us, x.samples, x.calls_per_sample, x.tflops, x.floor_us, x.floor_pct, "
@@ -185,10 +171,10 @@ std::vector<Measurement> RunDb::measurements(int64_t run_id) const {
 }
 
 std::string RunDb::run_status(int64_t run_id) const {
-  const SqliteDb db = view(db_, path_);
+  const SqliteDb& db = db_;
   Statement q(db, "SELECT status FROM runs WHERE id = ?");
   q.bind(0, run_id);
-  if (!q.step()) KF_USAGE_ERROR("no run %lld in run database '%s'", (long long)run_id, path_.c_str());
+  if (!q.step()) KF_USAGE_ERROR("no run %lld in run database '%s'", (long long)run_id, db_.path().c_str());
   return q.text(0);
 }
 

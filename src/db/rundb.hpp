@@ -2,13 +2,12 @@
 // Designed for the later issues too (evaluator verdicts, search candidates): versioned migrations,
 // WAL mode, every write in a transaction.
 #pragma once
-#include <sqlite3.h>
-
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "db/sqlite.hpp"
 #include "report/results.hpp"
 
 namespace kforge {
@@ -39,10 +38,7 @@ class RunDb {
   std::string run_status(int64_t run_id) const;
 
  private:
-  void exec(const char* sql);
-  void migrate();
-  sqlite3* db_ = nullptr;
-  std::string path_;
+  SqliteDb db_;
 };
 
 }  // namespace kforge

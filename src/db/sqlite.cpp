@@ -8,7 +8,7 @@
 
 namespace kforge {
 
-SqliteDb::SqliteDb(const std::string& path, std::string what) : owned_(true), what_(std::move(what)), path_(path) {
+SqliteDb::SqliteDb(const std::string& path, std::string what) : what_(std::move(what)), path_(path) {
   const int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -38,29 +38,12 @@ SqliteDb::SqliteDb(const std::string& path, std::string what) : owned_(true), wh
   }
 }
 
-SqliteDb SqliteDb::borrow(sqlite3* handle, std::string what, std::string path) {
-  SqliteDb view;
-  view.db_ = handle;
-  view.owned_ = false;
-  view.what_ = std::move(what);
-  view.path_ = std::move(path);
-  return view;
-}
-
-SqliteDb::~SqliteDb() {
-  if (owned_) sqlite3_close(db_);
-}
+SqliteDb::~SqliteDb() { sqlite3_close(db_); }  // a no-op on the null handle of a moved-from object
 
 SqliteDb::SqliteDb(SqliteDb&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)),
-      owned_(std::exchange(other.owned_, false)),
       what_(std::move(other.what_)),
       path_(std::move(other.path_)) {}
-
-sqlite3* SqliteDb::release() {
-  owned_ = false;
-  return std::exchange(db_, nullptr);
-}
 
 void SqliteDb::exec(const char* sql, const char* action) const {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK) fail(action);

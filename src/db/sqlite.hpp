@@ -23,8 +23,6 @@ class SqliteDb {
   // timeout, the WAL journal and foreign keys on. `what` names the database in error messages
   // ("run database"). Applies no migrations (see migrate()).
   SqliteDb(const std::string& path, std::string what);
-  // A view of a connection owned elsewhere; `path` is the path the owner opened it with.
-  static SqliteDb borrow(sqlite3* handle, std::string what, std::string path);
   ~SqliteDb();
   SqliteDb(SqliteDb&& other) noexcept;
   SqliteDb(const SqliteDb&) = delete;
@@ -32,8 +30,6 @@ class SqliteDb {
   SqliteDb& operator=(SqliteDb&&) = delete;
 
   sqlite3* handle() const { return db_; }
-  // Hands the handle over to the caller, who then closes it with sqlite3_close().
-  sqlite3* release();
   const std::string& path() const { return path_; }
   const std::string& what() const { return what_; }
 
@@ -57,9 +53,7 @@ class SqliteDb {
   void migrate(std::span<const char* const> migrations, const char* advice) const;
 
  private:
-  SqliteDb() = default;
   sqlite3* db_ = nullptr;
-  bool owned_ = false;
   std::string what_;
   std::string path_;
 };
