@@ -57,6 +57,7 @@ void run(OptimizeCli& c) {
   if ((c.record || c.replay) && c.cassette.empty()) KF_USAGE_ERROR("--record and --replay need --cassette FILE");
   o.llm.cassette_path = c.cassette;
   o.llm.cassette_mode = c.record ? CassetteMode::kRecord : c.replay ? CassetteMode::kReplay : CassetteMode::kOff;
+  o.llm.replay_in_order = true;  // prompts quote measured speed-ups: replay by order, not by content
   if (o.iterations == 0 || o.iterations < -1) KF_USAGE_ERROR("--iterations must be at least 1");
   if (o.iterations == -1 && !o.resume) o.iterations = 10;
   if (o.group_size < 1 || o.group_size > 64) KF_USAGE_ERROR("--group-size must be between 1 and 64");

@@ -201,6 +201,7 @@ struct LlmClient::Impl {
   // kReplay: recorded responses per key, in file order; each answers one call.
   std::mutex replay_mu;
   std::map<std::string, std::deque<ChatResponse>> replay;
+  std::deque<ChatResponse> replay_in_order;  // every entry in file order (LlmOptions::replay_in_order)
 
   explicit Impl(LlmOptions o) : opts(std::move(o)), rng(opts.seed), slots(std::max(1, opts.concurrency)) {}
   ~Impl() {
@@ -267,7 +268,9 @@ void LlmClient::Impl::load_cassette() {
     if (line.empty()) continue;
     try {
       const json entry = json::parse(line);
-      replay[entry.at("key").get<std::string>()].push_back(response_from_json(entry.at("response")));
+      ChatResponse r = response_from_json(entry.at("response"));
+      replay_in_order.push_back(r);
+      replay[entry.at("key").get<std::string>()].push_back(std::move(r));
     } catch (const json::exception& e) {
       KF_USAGE_ERROR("LLM cassette '%s' line %d is not a valid entry: %s", opts.cassette_path.c_str(),
                      line_no, e.what());
@@ -461,6 +464,13 @@ std::optional<ChatResponse> LlmClient::Impl::replay_next(const ChatRequest& req,
   for (size_t i = 0; i < opts.endpoints.size(); ++i)
     if (i != first) order.push_back(i);
   std::lock_guard lock(replay_mu);
+  if (opts.replay_in_order) {
+    if (replay_in_order.empty()) return std::nullopt;
+    ChatResponse r = std::move(replay_in_order.front());
+    replay_in_order.pop_front();
+    r.replayed = true;
+    return r;
+  }
   for (size_t e : order) {
     auto it = replay.find(request_key(req, opts.endpoints[e].model));
     if (it == replay.end() || it->second.empty()) continue;

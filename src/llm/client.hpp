@@ -57,6 +57,9 @@ struct LlmOptions {
   double budget_usd = std::numeric_limits<double>::infinity();
   CassetteMode cassette_mode = CassetteMode::kOff;
   std::string cassette_path;
+  // Replay the Nth call with the Nth recorded response instead of matching request keys. A search
+  // loop needs this: its prompts quote measured speed-ups, which differ slightly between runs.
+  bool replay_in_order = false;
   uint64_t seed = 1;             // endpoint choice by weight
 };
 

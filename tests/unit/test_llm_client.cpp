@@ -578,3 +578,39 @@ TEST(LlmClient, BadOptionsAreUsageErrors) {
 
 }  // namespace
 }  // namespace kforge
+
+namespace kforge {
+namespace {
+
+TEST(LlmClientReplayInOrder, AnswersByPositionWhateverThePrompt) {
+  test::ScriptedLlmServer server;
+  server.push(test::ScriptedLlmServer::ok({"first"}));
+  server.push(test::ScriptedLlmServer::ok({"second"}));
+  const std::string cassette = ::testing::TempDir() + "kforge-in-order.jsonl";
+  std::remove(cassette.c_str());
+  LlmOptions rec;
+  rec.endpoints = {Endpoint{server.url(), "m", 1.0, "", 0, 0}};
+  rec.cassette_mode = CassetteMode::kRecord;
+  rec.cassette_path = cassette;
+  {
+    LlmClient client(rec);
+    ChatRequest a, b;
+    a.messages = {{"user", "speed-up 1.23x"}};
+    b.messages = {{"user", "speed-up 1.31x"}};
+    EXPECT_EQ(client.chat(a).choices.at(0), "first");
+    EXPECT_EQ(client.chat(b).choices.at(0), "second");
+  }
+  LlmOptions rep = rec;
+  rep.cassette_mode = CassetteMode::kReplay;
+  rep.replay_in_order = true;
+  LlmClient client(rep);
+  ChatRequest other;
+  other.messages = {{"user", "speed-up 1.25x (measured again)"}};
+  EXPECT_EQ(client.chat(other).choices.at(0), "first");
+  EXPECT_EQ(client.chat(other).choices.at(0), "second");
+  EXPECT_THROW(client.chat(other), LlmError);
+  EXPECT_EQ(server.request_count(), 2u);
+}
+
+}  // namespace
+}  // namespace kforge
