@@ -128,6 +128,9 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--mode", c->modes, "timing modes of the evaluator; the first sets the reward")->capture_default_str();
   cmd->add_option("--samples", c->samples, "paired timing rounds per candidate")->capture_default_str();
   cmd->add_option("--reward", c->reward, "reward of a correct candidate: log, speedup, clipped:X")->capture_default_str();
+  cmd->add_option("--reviewer-model", c->o.reviewer_model,
+                  "when a best speed-up jumps, this model (same endpoints) compares the winner with known hacks; "
+                  "a HACK verdict rejects it");
   cmd->add_option("--reward-clip", c->o.reward_clip, "clip rewards to +-X before group normalisation")->capture_default_str();
   cmd->add_option("--arch", c->arch, "nvcc target (default: the device's)");
   cmd->add_option("--run-timeout", c->run_timeout, "seconds to judge one candidate")->capture_default_str();

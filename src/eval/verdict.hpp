@@ -35,6 +35,7 @@ inline constexpr const char* kBackgroundThread = "background_thread";
 inline constexpr const char* kImpossibleSpeed = "impossible_speed";  // faster than the counted floor
 inline constexpr const char* kUnstableTiming = "unstable_timing";
 inline constexpr const char* kInternalError = "internal_error";      // kforge's own fault
+inline constexpr const char* kReviewerFlagged = "reviewer_flagged";  // the search loop's LLM reviewer saw a hack
 }  // namespace reason
 
 struct Verdict {

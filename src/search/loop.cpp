@@ -15,6 +15,7 @@
 #include "llm/response.hpp"
 #include "search/builtin_policy.hpp"
 #include "search/program_db.hpp"
+#include "search/reviewer.hpp"
 #include "search/sampler.hpp"
 
 namespace kforge {
@@ -50,6 +51,7 @@ nlohmann::json to_json(const OptimizeOptions& o) {
           {"prompts_dir", o.prompts_dir},
           {"reward_clip", o.reward_clip},
           {"jump_factor", o.jump_factor},
+          {"reviewer_model", o.reviewer_model},
           {"seed", o.seed},
           {"modes", o.eval.modes},
           {"samples", o.eval.samples},
@@ -67,6 +69,7 @@ void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
   o.prompts_dir = j.value("prompts_dir", o.prompts_dir);
   o.reward_clip = j.value("reward_clip", o.reward_clip);
   o.jump_factor = j.value("jump_factor", o.jump_factor);
+  if (o.reviewer_model.empty()) o.reviewer_model = j.value("reviewer_model", std::string());
   o.seed = j.value("seed", o.seed);
   o.eval.modes = j.value("modes", o.eval.modes);
   o.eval.samples = j.value("samples", o.eval.samples);
@@ -142,6 +145,13 @@ class Loop {
       llm_ = std::make_unique<LlmClient>(o_.llm);
     } else if (o_.policy != "builtin") {
       KF_USAGE_ERROR("unknown policy '%s' (expected llm or builtin)", o_.policy.c_str());
+    }
+    if (!o_.reviewer_model.empty()) {
+      if (o_.llm.endpoints.empty()) KF_USAGE_ERROR("the reviewer needs an endpoint (--llm-url)");
+      LlmOptions ro = o_.llm;
+      for (Endpoint& e : ro.endpoints) e.model = o_.reviewer_model;
+      ro.cassette_mode = CassetteMode::kOff;  // reviews are not part of the recorded search
+      reviewer_ = std::make_unique<LlmClient>(ro);
     }
     evaluator_ = std::make_unique<Evaluator>(o_.eval);
     db_->set_run_state(run_id_, "running");
@@ -228,15 +238,53 @@ class Loop {
       const double score2 = again.correct && mode != again.speedup.end() ? mode->second.median : 0.0;
       nlohmann::json verdict = c.verdict;
       verdict["remeasured"] = to_json(again);
-      const bool correct = again.correct;
-      const double score = std::min(c.score, score2);
+      bool correct = again.correct;
+      double score = std::min(c.score, score2);
       double reward = 0;
       if (correct) {
         Verdict lower = score2 < c.score ? again : verdict_from_json(c.verdict);
         reward = compute_reward(lower, o_.eval.reward);
       }
+      if (correct && reviewer_) review(c, best_before, verdict, correct, score, reward);
       db_->record_verdict(c.id, verdict, correct, score, reward);
     }
+  }
+
+  // Asks the reviewer whether a sudden winner cheats; a HACK verdict rejects it.
+  void review(const CandidateRecord& c, double best_before, nlohmann::json& verdict, bool& correct, double& score,
+              double& reward) {
+    CandidateRecord shown = c;
+    shown.score = score;
+    const std::vector<CandidateRecord> hacks = similar_hacks(c.source, db_->candidates(run_id_), 2);
+    ChatRequest req;
+    req.messages = review_prompt(shown, best_before, hacks);
+    req.temperature = 0;
+    LlmCallRecord call;
+    call.run_id = run_id_;
+    call.iteration = c.iteration;
+    try {
+      const ChatResponse resp = reviewer_->chat(req);
+      call = {0, run_id_, c.iteration, c.group, resp.endpoint, resp.model, resp.prompt_tokens, resp.completion_tokens,
+              resp.latency_s, resp.cost_usd, "ok", "", ""};
+      const Review r = parse_review(resp.choices.empty() ? "" : resp.choices.front());
+      nlohmann::json ids = nlohmann::json::array();
+      for (const CandidateRecord& h : hacks) ids.push_back(h.id);
+      verdict["review"] = {{"hack", r.hack}, {"understood", r.understood}, {"compared_with", ids},
+                           {"text", r.text.substr(0, 4000)}};
+      if (r.hack) {
+        correct = false;
+        score = reward = 0;
+        verdict["correct"] = false;
+        verdict["reasons"].push_back(reason::kReviewerFlagged);
+        verdict["message"] = "the LLM reviewer judged this sudden winner a hack";
+        std::fprintf(stderr, "kforge optimize: the reviewer flagged candidate %lld as a hack\n", (long long)c.id);
+      }
+    } catch (const LlmError& e) {
+      call.status = "error";
+      call.error = e.what();
+      verdict["review"] = {{"error", e.what()}};
+    }
+    db_->add_llm_call(call);
   }
 
   // One prompt, one group of candidates. False when the spending cap is reached.
@@ -396,7 +444,7 @@ class Loop {
   HgemmProblem problem_;
   std::unique_ptr<Sampler> sampler_;
   PromptTemplates templates_;
-  std::unique_ptr<LlmClient> llm_;
+  std::unique_ptr<LlmClient> llm_, reviewer_;
   std::unique_ptr<Evaluator> evaluator_;
 };
 

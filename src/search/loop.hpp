@@ -26,6 +26,7 @@ struct OptimizeOptions {
   std::string prompts_dir;          // empty: the built-in templates
   double reward_clip = 10;
   double jump_factor = 1.5;         // a best speed-up this many times the previous best is re-measured
+  std::string reviewer_model;       // non-empty: that model (on the same endpoints) reviews such jumps
   uint64_t seed = 1;
   EvalOptions eval;
 };
