@@ -8,6 +8,7 @@
 #include "core/text.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/hgemm_worker.hpp"
+#include "measure/timer.hpp"
 
 namespace kforge {
 namespace {
@@ -51,12 +52,7 @@ void run_eval(const EvalCliOptions& o) {
   problem.acc = parse_acc(o.acc);
   EvalOptions eo = hgemm_eval_options(o.arch);
   eo.modes.clear();
-  for (const std::string& m : split(o.modes, ',')) {
-    if (m != "offline" && m != "graph" && m != "server")
-      KF_USAGE_ERROR("unknown mode '%s' (expected offline, graph, server or a comma list)", m.c_str());
-    eo.modes.push_back(m);
-  }
-  if (eo.modes.empty()) KF_USAGE_ERROR("no timing mode given");
+  for (Mode m : parse_modes(o.modes)) eo.modes.emplace_back(to_string(m));
   if (o.candidates.empty()) KF_USAGE_ERROR("no candidate given (kforge eval hgemm --shape MxNxK FILE.cu ...)");
   if (o.samples < 3 || o.samples > 1000) KF_USAGE_ERROR("--samples must be between 3 and 1000 (got %d)", o.samples);
   if (!(o.compile_timeout > 0)) KF_USAGE_ERROR("--compile-timeout must be positive");

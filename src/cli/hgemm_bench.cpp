@@ -65,11 +65,7 @@ extern "C" void on_sigint(int) { g_interrupted = true; }
 BenchPlan make_plan(const BenchOptions& o) {
   BenchPlan p;
   p.shapes = resolve_shapes(o.shapes);
-  for (const std::string& m : split(o.modes, ',')) {
-    Mode mode = parse_mode(m);
-    if (std::find(p.modes.begin(), p.modes.end(), mode) == p.modes.end()) p.modes.push_back(mode);
-  }
-  if (p.modes.empty()) KF_USAGE_ERROR("no mode given (expected offline, graph, server or a comma list)");
+  p.modes = parse_modes(o.modes);
   p.layouts = parse_layouts(o.layouts);
   p.acc = parse_acc(o.acc);
   for (const std::string& b : split(o.baselines, ',')) {

@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "measure/timer.hpp"
 #include "search/loop.hpp"
 
 namespace kforge {
@@ -67,12 +68,13 @@ void run(OptimizeCli& c) {
 
   const std::string arch = c.arch;
   EvalOptions eval = hgemm_eval_options(arch);
-  eval.modes = split(c.modes, ',');
+  eval.modes.clear();  // checked here: an unknown mode must not reach the worker
+  for (Mode m : parse_modes(c.modes)) eval.modes.emplace_back(to_string(m));
   eval.samples = c.samples;
   eval.run_timeout_s = c.run_timeout;
   eval.compile.timeout_s = c.compile_timeout;
   eval.reward = parse_reward(c.reward);
-  eval.reward.mode = eval.modes.empty() ? "offline" : eval.modes.front();
+  eval.reward.mode = eval.modes.front();
   o.eval = eval;
 
   g_stop = false;

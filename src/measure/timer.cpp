@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace kforge {
 
@@ -23,6 +24,16 @@ Mode parse_mode(std::string_view s) {
   if (s == "graph") return Mode::kGraph;
   if (s == "server") return Mode::kServer;
   KF_USAGE_ERROR("unknown mode '%.*s' (expected offline, graph or server)", int(s.size()), s.data());
+}
+
+std::vector<Mode> parse_modes(std::string_view csv) {
+  std::vector<Mode> out;
+  for (const std::string& m : split(csv, ',')) {
+    const Mode mode = parse_mode(m);
+    if (std::find(out.begin(), out.end(), mode) == out.end()) out.push_back(mode);
+  }
+  if (out.empty()) KF_USAGE_ERROR("no mode given (expected offline, graph, server or a comma list)");
+  return out;
 }
 
 Timer::Timer(cudaStream_t stream, size_t l2_bytes, uint64_t seed) : s_(stream), l2_bytes_(l2_bytes), rng_(seed) {}

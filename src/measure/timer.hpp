@@ -26,6 +26,8 @@ namespace kforge {
 enum class Mode { kOffline, kGraph, kServer };
 std::string_view to_string(Mode m);
 Mode parse_mode(std::string_view s);
+// "offline,graph" -> modes in order, duplicates dropped; a usage error on an unknown or empty list.
+std::vector<Mode> parse_modes(std::string_view csv);
 
 struct TimingConfig {
   Mode mode = Mode::kOffline;

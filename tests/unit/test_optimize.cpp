@@ -147,6 +147,10 @@ TEST(Optimize, BadArgumentsAndEndpoints) {
   auto nourl = test::run_kforge("optimize --task hgemm:64x64x64 --run-dir " + test::temp_dir() + "/r");
   EXPECT_EQ(nourl.rc, 2);
   EXPECT_NE(nourl.err.find("--llm-url"), std::string::npos) << nourl.err;
+  auto badmode = test::run_kforge("optimize --task hgemm:64x64x64 --policy builtin --mode fast --run-dir " +
+                                  test::temp_dir() + "/r");
+  EXPECT_EQ(badmode.rc, 2);
+  EXPECT_NE(badmode.err.find("unknown mode"), std::string::npos) << badmode.err;
   auto noresume = test::run_kforge("optimize --resume " + test::temp_dir() + "/empty");
   EXPECT_EQ(noresume.rc, 2);
   EXPECT_NE(noresume.err.find("no run to resume"), std::string::npos) << noresume.err;
