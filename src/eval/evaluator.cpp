@@ -227,7 +227,7 @@ std::vector<Verdict> Evaluator::evaluate_batch(const std::vector<std::string>& p
   std::vector<Verdict> out;
   for (size_t i = 0; i < paths.size(); ++i) {
     Verdict v = prepared[i].rejected ? prepared[i].early
-                                     : judge(paths[i], prepared[i], compiled[compile_slot[i]], problem);
+                                     : judge(paths[i], compiled[compile_slot[i]], problem);
     v.reward = compute_reward(v, opts_.reward);
     if (progress) progress(i, paths.size(), v);
     out.push_back(std::move(v));
@@ -235,8 +235,7 @@ std::vector<Verdict> Evaluator::evaluate_batch(const std::vector<std::string>& p
   return out;
 }
 
-Verdict Evaluator::judge(const std::string& path, const Prepared&, const CompileResult& compiled,
-                         const HgemmProblem& problem) {
+Verdict Evaluator::judge(const std::string& path, const CompileResult& compiled, const HgemmProblem& problem) {
   nlohmann::json compile_info = {{"key", compiled.key},
                                  {"cache_hit", compiled.cache_hit},
                                  {"seconds", compiled.seconds},

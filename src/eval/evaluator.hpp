@@ -48,7 +48,7 @@ class Evaluator {
  private:
   struct Prepared;
   Prepared prepare_source(const std::string& path) const;
-  Verdict judge(const std::string& path, const Prepared& prep, const CompileResult& compiled, const HgemmProblem& problem);
+  Verdict judge(const std::string& path, const CompileResult& compiled, const HgemmProblem& problem);
   Verdict run_in_worker(const std::string& name, const std::string& so_path, const HgemmProblem& problem);
 
   EvalOptions opts_;

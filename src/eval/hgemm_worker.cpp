@@ -145,7 +145,12 @@ struct WorkerState {
   Stream stream;
   CublasHandles handles;
   Ceilings ceilings;
-  std::map<std::string, std::string> baseline_algo_desc;
+  // The auto-tuned baseline per problem, tuned once per worker, and how it was chosen.
+  struct Baseline {
+    cublasLtMatmulAlgo_t algo;
+    std::string description;
+  };
+  std::map<std::string, Baseline> baselines;
 };
 
 // A fatal condition: the CUDA context may be unusable; the verdict is sent and the worker exits.
@@ -332,7 +337,7 @@ class HgemmJudge {
                                           double(sets) * double(set_in + set_out) >= 3.0 * double(w_.dev.l2_bytes)
                                               ? 0.0
                                               : double(w_.dev.l2_bytes));
-    v_.details["timing"] = {{"input_sets", sets}, {"floor_us", floor}, {"baseline", w_.baseline_algo_desc[key()]}};
+    v_.details["timing"] = {{"input_sets", sets}, {"floor_us", floor}, {"baseline", w_.baselines.at(key()).description}};
     for (const std::string& mode_name : r_.modes) {
       TimingConfig cfg;
       cfg.mode = parse_mode(mode_name);
@@ -390,8 +395,10 @@ class HgemmJudge {
     return p_.shape.str() + std::string(to_string(p_.layout)) + std::string(to_string(p_.acc));
   }
 
-  // cuBLASLt auto-tuned: every algorithm its heuristic offers, timed briefly, the best kept.
+  // cuBLASLt auto-tuned: every algorithm its heuristic offers, timed briefly, the best kept; once
+  // per problem and worker (a batch judges many candidates of one problem).
   cublasLtMatmulAlgo_t best_baseline_algo(const LtPlan& plan, const void* a, const void* b, void* c) {
+    if (auto it = w_.baselines.find(key()); it != w_.baselines.end()) return it->second.algo;
     const auto algos = plan.heuristics(100);
     if (algos.empty()) KF_RUNTIME_ERROR("cuBLASLt offers no algorithm for %s", p_.shape.str().c_str());
     Timer timer(s_, w_.dev.l2_bytes, 3);
@@ -405,8 +412,8 @@ class HgemmJudge {
       const double us = timer.time([&](cudaStream_t st, int64_t) { plan.run(algos[i].algo, ops, st); }, cfg).per_call_us.median;
       if (us < best_us) best_us = us, best = i;
     }
-    w_.baseline_algo_desc[key()] =
-        strf("cuBLASLt auto-tuned (best of %zu): ", algos.size()) + describe_algo(algos[best].algo, algos[best].workspaceSize);
+    w_.baselines[key()] = {algos[best].algo, strf("cuBLASLt auto-tuned (best of %zu): ", algos.size()) +
+                                                 describe_algo(algos[best].algo, algos[best].workspaceSize)};
     return algos[best].algo;
   }
 

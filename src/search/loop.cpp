@@ -191,6 +191,12 @@ class Loop {
     return {id, s};
   }
 
+  // A candidate's score: its median speed-up in the reward's mode when correct, 0 otherwise.
+  double score_of(const Verdict& v) const {
+    const auto mode = v.speedup.find(o_.eval.reward.mode);
+    return v.correct && mode != v.speedup.end() ? mode->second.median : 0.0;
+  }
+
   std::string candidate_path(int64_t id) const { return strf("%s/candidates/%lld.cu", o_.run_dir.c_str(), (long long)id); }
 
   void evaluate_pending() {
@@ -203,9 +209,7 @@ class Loop {
     }
     // Each verdict is stored as soon as it exists: a kill loses at most the candidate being judged.
     evaluator_->evaluate_batch(paths, problem_, [&](size_t i, size_t, const Verdict& v) {
-      const auto mode = v.speedup.find(o_.eval.reward.mode);
-      const double score = v.correct && mode != v.speedup.end() ? mode->second.median : 0.0;
-      db_->record_verdict(pending[i].id, to_json(v), v.correct, score, v.reward);
+      db_->record_verdict(pending[i].id, to_json(v), v.correct, score_of(v), v.reward);
     });
   }
 
@@ -234,8 +238,7 @@ class Loop {
       std::fprintf(stderr, "kforge optimize: candidate %lld jumped to %.3fx (best was %.3fx): measuring it again\n",
                    (long long)c.id, c.score, best_before);
       Verdict again = evaluator_->evaluate(candidate_path(c.id), problem_);
-      const auto mode = again.speedup.find(o_.eval.reward.mode);
-      const double score2 = again.correct && mode != again.speedup.end() ? mode->second.median : 0.0;
+      const double score2 = score_of(again);
       nlohmann::json verdict = c.verdict;
       verdict["remeasured"] = to_json(again);
       bool correct = again.correct;
