@@ -31,8 +31,10 @@ if has test; then
   echo "== doctor"
   $kf doctor | tee "$out/doctor.txt"
   echo "== tests"
-  ctest --test-dir "$build" --output-on-failure -j 4 -LE gpu 2>&1 | tail -4
-  ctest --test-dir "$build" --output-on-failure -L gpu 2>&1 | tee "$out/ctest-gpu.log" | tail -25
+  # A failing stage is reported and the next one still runs (one device call must show everything).
+  ctest --test-dir "$build" --output-on-failure -j 4 -LE gpu >"$out/ctest-unit.log" 2>&1 || true
+  tail -4 "$out/ctest-unit.log"
+  ctest --test-dir "$build" --output-on-failure -L gpu 2>&1 | tee "$out/ctest-gpu.log" | tail -25 || true
 fi
 if has grid; then
   echo "== grid run 1 (offline, nn+tn, every baseline)"

@@ -52,6 +52,8 @@ TEST_F(GpuTest, OptimizeAgainstScriptedServerThenReplay) {
     EXPECT_NE(c.status, "pending") << c.id;
     EXPECT_TRUE(c.verdict.is_object()) << c.id;
     correct += c.correct;
+    if (c.verdict.is_object() && !c.correct)
+      std::printf("candidate %d rejected: %s\n", c.id, c.verdict.value("message", std::string()).c_str());
     best = std::max(best, c.score);
   }
   EXPECT_EQ(correct, 4);  // the seed and three honest kernels; two hacks and a syntax error rejected
