@@ -19,6 +19,8 @@ void register_doctor(CLI::App& app);
 void register_hgemm_bench(CLI::App& hgemm);
 void register_hgemm_compare(CLI::App& hgemm);
 void register_eval(CLI::App& app);
+void register_eval_torch(CLI::App& eval);  // kforge eval --task / --tasks (PyTorch tasks)
+void register_tasks(CLI::App& app);
 void register_optimize(CLI::App& app);
 
 }  // namespace kforge

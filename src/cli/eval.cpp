@@ -90,8 +90,11 @@ void run_eval(const EvalCliOptions& o) {
 }  // namespace
 
 void register_eval(CLI::App& app) {
-  CLI::App* eval = app.add_subcommand("eval", "Judge candidates through the hardened evaluator");
-  eval->require_subcommand(1);
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Judge candidates through the hardened evaluator: KernelBench-format PyTorch tasks (--task, --tasks) "
+              "or HGEMM kernels (eval hgemm). Exit status 0 when every candidate is accepted, 3 when any is rejected");
+  eval->require_subcommand(0, 1);
+  register_eval_torch(*eval);
   auto o = std::make_shared<EvalCliOptions>();
   CLI::App* cmd = eval->add_subcommand(
       "hgemm", "Judge HGEMM candidates (.cu files defining kforge_hgemm, see include/kforge/abi/hgemm.h): static "

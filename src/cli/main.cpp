@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   kforge::register_doctor(app);
   kforge::register_eval(app);
   kforge::register_optimize(app);
+  kforge::register_tasks(app);
   CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);

@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "eval/hgemm_worker.hpp"
+#include "eval/worker_process.hpp"
 #include "gpu/device.hpp"
 
 namespace kforge {
@@ -29,108 +30,6 @@ std::string self_executable() {
   if (n <= 0) KF_RUNTIME_ERROR("cannot find this program's own path (/proc/self/exe)");
   return std::string(buf, size_t(n));
 }
-
-// One worker process: requests down a pipe to its stdin, verdict lines back from its stdout.
-class Evaluator::Worker {
- public:
-  explicit Worker(const std::vector<std::string>& argv) {
-    int to_child[2], from_child[2];
-    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0)
-      KF_RUNTIME_ERROR("cannot create pipes for the eval worker: %s", std::strerror(errno));
-    pid_ = ::fork();
-    if (pid_ < 0) KF_RUNTIME_ERROR("cannot start the eval worker: %s", std::strerror(errno));
-    if (pid_ == 0) {
-      ::setsid();  // its own process group: a time-out kills everything it started
-      ::dup2(to_child[0], 0);
-      ::dup2(from_child[1], 1);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      std::fprintf(stderr, "kforge: cannot run the eval worker %s: %s\n", args[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    in_ = to_child[1];
-    out_ = from_child[0];
-  }
-  ~Worker() { kill(); }
-
-  bool send(const std::string& line) {
-    std::string data = line + "\n";
-    size_t off = 0;
-    while (off < data.size()) {
-      const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      off += size_t(n);
-    }
-    return true;
-  }
-
-  enum class Read { kLine, kEof, kTimeout };
-  // One line within `timeout_s`.
-  Read read_line(double timeout_s, std::string& line) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    while (true) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return Read::kLine;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return Read::kTimeout;
-      pollfd p{out_, POLLIN, 0};
-      const int r = ::poll(&p, 1, int(std::min<long long>(left.count(), 1000)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) continue;
-      char chunk[65536];
-      const ssize_t n = ::read(out_, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Read::kEof;
-      buf_.append(chunk, size_t(n));
-    }
-  }
-
-  // Kills the whole process group and reaps the worker; describes how it ended.
-  std::string kill() {
-    if (pid_ <= 0) return "";
-    ::kill(-pid_, SIGKILL);
-    ::kill(pid_, SIGKILL);
-    return reap();
-  }
-  // Waits for an exiting worker (a second at most, then kills it).
-  std::string wait_exit() {
-    for (int i = 0; i < 100; ++i) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) return finish(status);
-      ::usleep(10000);
-    }
-    return kill();
-  }
-
- private:
-  std::string reap() {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    return finish(status);
-  }
-  std::string finish(int status) {
-    ::kill(-pid_, SIGKILL);  // anything it left behind in its group
-    pid_ = -1;
-    ::close(in_);
-    ::close(out_);
-    if (WIFSIGNALED(status)) return strf("killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-    if (WIFEXITED(status)) return strf("exited with status %d", WEXITSTATUS(status));
-    return "ended";
-  }
-
-  pid_t pid_ = -1;
-  int in_ = -1, out_ = -1;
-  std::string buf_;
-};
 
 std::string abi_include_dir() {
   if (const char* d = std::getenv("KFORGE_INCLUDE_DIR"); d && *d) return d;
@@ -279,7 +178,7 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
   Verdict v;
   v.candidate = name;
   if (!worker_) {
-    worker_ = std::make_unique<Worker>(opts_.worker_command);
+    worker_ = std::make_unique<WorkerProcess>(opts_.worker_command);
     ++workers_started_;
   }
   if (!worker_->send(to_json(req).dump())) {
@@ -290,7 +189,7 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
   }
   std::string line;
   switch (worker_->read_line(opts_.run_timeout_s, line)) {
-    case Worker::Read::kTimeout: {
+    case WorkerProcess::Read::kTimeout: {
       worker_->kill();
       worker_.reset();
       v.reject(reason::kTimeout, strf("no verdict within %.0f s: the candidate hangs or is far too slow; the worker "
@@ -298,13 +197,13 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
                                       opts_.run_timeout_s));
       return v;
     }
-    case Worker::Read::kEof: {
+    case WorkerProcess::Read::kEof: {
       const std::string how = worker_->wait_exit();
       worker_.reset();
       v.reject(reason::kCrashed, "the worker died while running the candidate: " + how);
       return v;
     }
-    case Worker::Read::kLine:
+    case WorkerProcess::Read::kLine:
       break;
   }
   nlohmann::json j;

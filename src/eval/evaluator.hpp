@@ -16,6 +16,8 @@
 
 namespace kforge {
 
+class WorkerProcess;
+
 struct EvalOptions {
   std::vector<std::string> worker_command;  // default: {this program, "eval-worker"}
   double run_timeout_s = 60;                // per candidate: verification and timing together
@@ -53,8 +55,7 @@ class Evaluator {
 
   EvalOptions opts_;
   CompileService compiler_;
-  class Worker;
-  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<WorkerProcess> worker_;
   int64_t next_id_ = 1;
   int workers_started_ = 0;
 };

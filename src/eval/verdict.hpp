@@ -36,6 +36,15 @@ inline constexpr const char* kImpossibleSpeed = "impossible_speed";  // faster t
 inline constexpr const char* kUnstableTiming = "unstable_timing";
 inline constexpr const char* kInternalError = "internal_error";      // kforge's own fault
 inline constexpr const char* kReviewerFlagged = "reviewer_flagged";  // the search loop's LLM reviewer saw a hack
+// PyTorch (KernelBench-format) tasks, judged by python/kforge_worker:
+inline constexpr const char* kTaskError = "task_error";              // the task itself is broken (raises, lacks Model)
+inline constexpr const char* kNoTorch = "no_torch";                  // the worker's Python cannot import torch
+inline constexpr const char* kNoGpu = "no_gpu";                      // torch sees no CUDA device
+inline constexpr const char* kWrongShape = "wrong_shape";            // output structure, shape or dtype differs
+inline constexpr const char* kLazyOutput = "lazy_output";            // not a plain dense tensor with its own storage
+inline constexpr const char* kAliasedOutput = "aliased_output";      // an output shares memory with an input
+inline constexpr const char* kMonkeyPatch = "monkey_patch";          // torch/timer/builtin functions or global switches replaced
+inline constexpr const char* kPrecisionDowngrade = "precision_downgrade";  // TF32, autocast, default dtype switched
 }  // namespace reason
 
 struct Verdict {

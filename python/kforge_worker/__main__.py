@@ -1,0 +1,187 @@
+"""kforge's Python eval worker for KernelBench-format PyTorch tasks.
+
+  python3 kforge_worker serve            line-JSON requests on stdin, phase lines and verdicts on stdout
+  python3 kforge_worker scan CANDIDATE [--task TASK] [--allow-streams] [--require-cuda-kernel]
+  python3 kforge_worker build CANDIDATE --build-dir DIR    import the candidate once (compiles its extension)
+  python3 kforge_worker probe            {"python", "torch", "cuda", "device"} as JSON
+
+The protocol (serve): one request per line, e.g.
+  {"id": 1, "op": "torch", "task": "t.py", "candidate": "c.py", "name": "c.py", "device": "cuda",
+   "baselines": ["eager", "compile"], "samples": 10, "trials": 5, "seed": 1, "build_dir": "...",
+   "cache_dir": "...", "atol": null, "rtol": null, "skip_timing": false}
+answered by zero or more phase lines {"id": 1, "phase": "loading"|"loaded"|"timing"} (the C++ side
+applies the compile time-out between "loading" and "loaded") and exactly one verdict line: the
+fields of src/eval/verdict.hpp plus "id" and "fatal" (true: the worker exits after it; the caller
+starts a fresh one). Whatever the task or candidate prints goes to a capture file, never into the
+protocol; an excerpt is returned in details.output.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    __package__ = "kforge_worker"
+
+from kforge_worker import scan as scan_mod  # noqa: E402
+from kforge_worker.verdict import Verdict  # noqa: E402
+
+EXCERPT = 2048
+
+
+class Capture:
+    """fd 1 and 2 go to a file; the protocol keeps a private copy of the original stdout."""
+
+    def __init__(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.proto = os.fdopen(os.dup(1), "w", buffering=1)
+        self.fd, path = tempfile.mkstemp(prefix="kforge-pyworker-out-")
+        os.unlink(path)
+        os.dup2(self.fd, 1)
+        os.dup2(self.fd, 2)
+
+    def take(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        size = os.fstat(self.fd).st_size
+        text = os.pread(self.fd, min(size, EXCERPT), 0).decode("utf-8", "replace") if size else ""
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, 0)
+        return text, size
+
+    def send(self, obj):
+        self.proto.write(json.dumps(obj, default=str) + "\n")
+        self.proto.flush()
+
+
+def judge_one(req, cap):
+    v = None
+    fatal = False
+    try:
+        if req.get("op", "torch") != "torch":
+            v = Verdict(req.get("name", "?"))
+            v.reject("internal_error", "this worker judges op 'torch', not '%s'" % req.get("op"))
+        else:
+            if req.get("cache_dir"):
+                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(req["cache_dir"], "inductor"))
+                os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(req["cache_dir"], "triton"))
+            try:
+                import torch  # noqa: F401
+            except Exception as e:  # ImportError, or a broken installation
+                v = Verdict(req.get("name", "?"))
+                v.reject("no_torch", "PyTorch cannot be imported by %s: %s" % (sys.executable, e))
+                v.d["details"]["python"] = sys.version.split()[0]
+                torch = None
+            if torch is not None:
+                from kforge_worker.judge import Fatal, Judge, Rejected
+                j = Judge(req, lambda phase: cap.send({"id": req.get("id"), "phase": phase}), torch)
+                v = j.v
+                try:
+                    j.run()
+                except Rejected:
+                    pass
+                except Fatal as f:
+                    v.reject(f.code, f.why)
+                    fatal = True
+                v.d["details"]["torch"] = torch.__version__
+    except Exception as e:
+        v = v or Verdict(req.get("name", "?"))
+        v.reject("internal_error", "the Python worker failed: %s: %s" % (type(e).__name__, e))
+        v.d["details"]["traceback"] = traceback.format_exc()[-3000:]
+    except SystemExit as e:
+        v = v or Verdict(req.get("name", "?"))
+        v.reject("crashed", "candidate code called exit(%s)" % (e.code,))
+        fatal = True
+    if v.d["reasons"]:
+        v.d["correct"] = False
+    text, size = cap.take()
+    if size:
+        v.d["details"]["output"] = text
+        v.d["details"]["output_bytes"] = size
+    out = dict(v.d)
+    out["id"] = req.get("id")
+    out["fatal"] = fatal
+    return out, fatal
+
+
+def serve():
+    cap = Capture()
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            v = Verdict("?")
+            v.reject("internal_error", "malformed request: %s" % e)
+            cap.send(dict(v.d, id=None, fatal=False))
+            continue
+        out, fatal = judge_one(req, cap)
+        cap.send(out)
+        if fatal or req.get("exit_after"):
+            os._exit(0)
+    return 0
+
+
+def build(argv):
+    import argparse
+    import time
+    p = argparse.ArgumentParser(prog="kforge_worker build")
+    p.add_argument("candidate")
+    p.add_argument("--build-dir", required=True)
+    a = p.parse_args(argv)
+    os.makedirs(a.build_dir, exist_ok=True)
+    os.environ["TORCH_EXTENSIONS_DIR"] = a.build_dir
+    t0 = time.time()
+    try:
+        import torch  # noqa: F401
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("kforge_candidate", a.candidate)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["kforge_candidate"] = mod
+        spec.loader.exec_module(mod)
+        ok, err = True, ""
+    except BaseException as e:  # noqa: B036 - whatever the candidate does, report it
+        ok, err = False, "%s: %s" % (type(e).__name__, str(e)[:2000])
+    sys.stdout.flush()
+    os.write(1, (json.dumps({"ok": ok, "seconds": time.time() - t0, "error": err}) + "\n").encode())
+    os._exit(0 if ok else 1)
+
+
+def probe():
+    info = {"python": sys.version.split()[0], "executable": sys.executable, "torch": None, "cuda": False,
+            "device": None}
+    try:
+        import torch
+        info["torch"] = torch.__version__
+        info["torch_cuda"] = torch.version.cuda
+        info["cuda"] = bool(torch.cuda.is_available())
+        if info["cuda"]:
+            info["device"] = torch.cuda.get_device_name(0)
+    except Exception as e:
+        info["error"] = "%s: %s" % (type(e).__name__, e)
+    print(json.dumps(info))
+    return 0
+
+
+def main(argv):
+    cmd = argv[0] if argv else "serve"
+    if cmd == "serve":
+        return serve()
+    if cmd == "scan":
+        return scan_mod.main(argv[1:])
+    if cmd == "build":
+        return build(argv[1:])
+    if cmd == "probe":
+        return probe()
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

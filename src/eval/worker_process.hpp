@@ -1,0 +1,43 @@
+// A worker process: requests down a pipe to its stdin, line-delimited replies from its stdout.
+// It runs in a process group of its own, so that killing it (after a time-out, a crash, a sticky
+// CUDA error) takes everything it started with it. Used by the HGEMM evaluator (the C++
+// eval-worker) and the PyTorch evaluator (python/kforge_worker).
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace kforge {
+
+class WorkerProcess {
+ public:
+  // Starts argv[0] (an absolute path) with the arguments; `env` entries ("NAME=value") are added
+  // to the inherited environment.
+  explicit WorkerProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Writes one line (a newline is appended); false when the worker is gone.
+  bool send(const std::string& line);
+
+  enum class Read { kLine, kEof, kTimeout };
+  // One line within `timeout_s`.
+  Read read_line(double timeout_s, std::string& line);
+
+  // Kills the whole process group and reaps the worker; describes how it ended.
+  std::string kill();
+  // Waits for an exiting worker (a second at most, then kills it).
+  std::string wait_exit();
+
+ private:
+  std::string reap();
+  std::string finish(int status);
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+  std::string buf_;
+};
+
+}  // namespace kforge

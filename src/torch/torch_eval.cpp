@@ -1,0 +1,301 @@
+#include "torch/torch_eval.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/hash.hpp"
+#include "core/subprocess.hpp"
+#include "core/text.hpp"
+#include "eval/worker_process.hpp"
+#include "measure/ceilings.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kforge {
+
+std::string find_python(const std::string& configured) {
+  std::string want = configured;
+  if (want.empty()) {
+    if (const char* p = std::getenv("KFORGE_PYTHON"); p && *p) want = p;
+  }
+  if (want.empty()) want = "python3";
+  if (want.find('/') != std::string::npos) return fs::exists(want) ? fs::absolute(want).string() : "";
+  const char* path = std::getenv("PATH");
+  for (const std::string& dir : split(path ? path : "/usr/bin:/bin", ':')) {
+    if (dir.empty()) continue;
+    const fs::path p = fs::path(dir) / want;
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
+}
+
+std::string python_worker_dir(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  if (const char* d = std::getenv("KFORGE_PYTHON_DIR"); d && *d) return d;
+  return KFORGE_PYTHON_DIR;
+}
+
+nlohmann::json probe_python(const std::string& python_in, const std::string& worker_dir) {
+  const std::string python = find_python(python_in);
+  if (python.empty()) return {{"error", "no python3 found (set KFORGE_PYTHON)"}};
+  ProcessOptions po;
+  po.timeout_s = 60;
+  const ProcessResult r = run_process({python, python_worker_dir(worker_dir) + "/kforge_worker", "probe"}, po);
+  if (!r.ok()) return {{"error", "the worker probe failed: " + r.describe()}, {"python", python}};
+  try {
+    for (const std::string& line : split(r.out, '\n'))
+      if (!trim(line).empty() && trim(line)[0] == '{') return nlohmann::json::parse(line);
+  } catch (const std::exception&) {
+  }
+  return {{"error", "the worker probe printed no JSON"}, {"python", python}};
+}
+
+std::string scan_rule_reason(const std::string& rule) {
+  if (rule == "missing_model_new") return reason::kMissingEntryPoint;
+  if (rule == "syntax_error") return reason::kLoadError;
+  if (rule == "not_text") return reason::kNotText;
+  return reason::kForbiddenCall;
+}
+
+struct TorchEvaluator::Prepared {
+  Verdict early;
+  bool rejected = false;
+  std::string build_dir;
+  bool needs_build = false;
+};
+
+TorchEvaluator::TorchEvaluator(TorchEvalOptions opts) : opts_(std::move(opts)) {
+  opts_.python = find_python(opts_.python);
+  opts_.worker_dir = python_worker_dir(opts_.worker_dir);
+  if (opts_.cache_dir.empty()) opts_.cache_dir = cache_dir() + "/torch";
+  if (opts_.device != "cuda" && opts_.device != "cpu" && opts_.device.rfind("cuda:", 0) != 0)
+    KF_USAGE_ERROR("device '%s': expected cuda, cuda:N or cpu", opts_.device.c_str());
+  for (const std::string& b : opts_.baselines)
+    if (b != "eager" && b != "compile" && b != "compile_ro" && b != "graph")
+      KF_USAGE_ERROR("unknown baseline '%s' (expected eager, compile, compile_ro, graph)", b.c_str());
+  if (opts_.samples < 3 || opts_.samples > 1000) KF_USAGE_ERROR("samples must be between 3 and 1000 (got %d)", opts_.samples);
+  if (opts_.trials < 1 || opts_.trials > 100) KF_USAGE_ERROR("trials must be between 1 and 100 (got %d)", opts_.trials);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+TorchEvaluator::~TorchEvaluator() = default;
+
+std::vector<std::string> TorchEvaluator::worker_command() const {
+  return {opts_.python, "-u", opts_.worker_dir + "/kforge_worker", "serve"};
+}
+
+namespace {
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TorchEvaluator::Prepared TorchEvaluator::prepare(const TorchJob& job) const {
+  Prepared p;
+  p.early.candidate = job.candidate;
+  p.early.details["task"] = job.task;
+  auto reject = [&](const std::string& code, const std::string& why) {
+    p.early.reject(code, why);
+    p.rejected = true;
+    return p;
+  };
+  std::error_code ec;
+  if (!fs::is_regular_file(job.task, ec)) return reject(reason::kTaskError, "no such task file: " + job.task);
+  if (!fs::is_regular_file(job.candidate, ec)) return reject(reason::kMissingFile, "no such file: " + job.candidate);
+  const std::string source = read_whole(job.candidate);
+  if (source.size() > opts_.max_source_bytes)
+    return reject(reason::kSourceTooLarge,
+                  strf("the source has %zu bytes; the limit is %zu", source.size(), opts_.max_source_bytes));
+  if (source.find('\0') != std::string::npos) return reject(reason::kNotText, "the file holds NUL bytes: not source text");
+  if (opts_.python.empty()) return reject(reason::kNoTorch, "no python3 to run the PyTorch worker (set KFORGE_PYTHON)");
+  if (opts_.static_scan) {
+    std::vector<std::string> argv = {opts_.python, opts_.worker_dir + "/kforge_worker", "scan", job.candidate,
+                                     "--task", job.task};
+    if (opts_.allow_streams) argv.push_back("--allow-streams");
+    if (opts_.require_cuda_kernel) argv.push_back("--require-cuda-kernel");
+    ProcessOptions po;
+    po.timeout_s = 60;
+    const ProcessResult r = run_process(argv, po);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(r.out);
+    } catch (const std::exception&) {
+      return reject(reason::kInternalError, "the static scan failed: " + r.describe() + ": " + r.err.substr(0, 400));
+    }
+    const nlohmann::json& fs_ = j.at("findings");
+    if (!fs_.empty()) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& f : fs_)
+        list.push_back(strf("line %d: %s (%s): %s", f.value("line", 0), f.value("symbol", "").c_str(),
+                            f.value("rule", "").c_str(), f.value("text", "").c_str()));
+      p.early.details["static_scan"] = list;
+      // Forbidden calls first (they are what a hack looks like); otherwise the first finding's
+      // own reason (a missing ModelNew, a syntax error).
+      std::string code = scan_rule_reason(fs_[0].value("rule", ""));
+      for (const auto& f : fs_)
+        if (scan_rule_reason(f.value("rule", "")) == reason::kForbiddenCall) code = reason::kForbiddenCall;
+      std::string msg;
+      for (size_t i = 0; i < list.size() && msg.empty(); ++i)
+        if (scan_rule_reason(fs_[i].value("rule", "")) == code) msg = list[i].get<std::string>();
+      if (list.size() > 1) msg += strf(" (and %zu more)", list.size() - 1);
+      return reject(code, msg);
+    }
+  }
+  p.build_dir = opts_.cache_dir + "/ext/" + sha256_hex(source).substr(0, 16);
+  p.needs_build = source.find("cpp_extension") != std::string::npos;
+  return p;
+}
+
+Verdict TorchEvaluator::evaluate(const TorchJob& job) { return evaluate_batch({job}).front(); }
+
+std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>& jobs,
+                                                    const std::function<void(size_t, size_t, const Verdict&)>& progress) {
+  std::vector<Prepared> prepared;
+  for (const TorchJob& j : jobs) prepared.push_back(prepare(j));
+
+  // Build the extensions in parallel: each build is one `kforge_worker build` process (it imports
+  // the candidate, which runs load_inline) with the compile time-out.
+  std::vector<std::string> build_failure(jobs.size());
+  std::vector<double> build_seconds(jobs.size(), -1);
+  if (opts_.prebuild) {
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (!prepared[i].rejected && prepared[i].needs_build) todo.push_back(i);
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    const int jobs_n = opts_.build_jobs > 0 ? opts_.build_jobs : std::clamp(cores / 2, 1, 8);
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < std::min<int>(jobs_n, int(todo.size())); ++t) {
+      pool.emplace_back([&] {
+        for (size_t k = next++; k < todo.size(); k = next++) {
+          const size_t i = todo[k];
+          ProcessOptions po;
+          po.timeout_s = opts_.compile_timeout_s;
+          po.env = {"MAX_JOBS=2", "PYTHONDONTWRITEBYTECODE=1"};
+          const ProcessResult r = run_process(
+              {opts_.python, opts_.worker_dir + "/kforge_worker", "build", jobs[i].candidate, "--build-dir",
+               prepared[i].build_dir},
+              po);
+          build_seconds[i] = r.seconds;
+          if (r.timed_out) build_failure[i] = strf("timed out after %.0f s", opts_.compile_timeout_s);
+        }
+      });
+    }
+    for (std::thread& t : pool) t.join();
+  }
+
+  std::vector<Verdict> out;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Verdict v;
+    if (prepared[i].rejected) {
+      v = prepared[i].early;
+    } else if (!build_failure[i].empty()) {
+      v.candidate = jobs[i].candidate;
+      v.reject(reason::kCompileTimeout, "building the candidate's extension " + build_failure[i]);
+    } else {
+      v = run_in_worker(jobs[i], prepared[i].build_dir);
+    }
+    v.candidate = jobs[i].candidate;
+    v.details["task"] = jobs[i].task;
+    if (build_seconds[i] >= 0) v.details["build_s"] = build_seconds[i];
+    v.reward = compute_reward(v, opts_.reward);
+    if (progress) progress(i, jobs.size(), v);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& build_dir) {
+  nlohmann::json req = {{"id", next_id_++},
+                        {"op", "torch"},
+                        {"task", fs::absolute(job.task).string()},
+                        {"candidate", fs::absolute(job.candidate).string()},
+                        {"name", job.candidate},
+                        {"device", opts_.device},
+                        {"baselines", opts_.baselines},
+                        {"samples", opts_.samples},
+                        {"trials", opts_.trials},
+                        {"seed", opts_.seed},
+                        {"build_dir", build_dir},
+                        {"cache_dir", opts_.cache_dir},
+                        {"skip_timing", opts_.skip_timing},
+                        {"exit_after", true}};
+  if (opts_.atol) req["atol"] = *opts_.atol;
+  if (opts_.rtol) req["rtol"] = *opts_.rtol;
+  Verdict v;
+  v.candidate = job.candidate;
+  // One fresh worker per candidate (see torch_eval.hpp).
+  WorkerProcess worker(worker_command(), {"PYTHONDONTWRITEBYTECODE=1", "MAX_JOBS=2"});
+  ++workers_started_;
+  if (!worker.send(req.dump())) {
+    v.reject(reason::kInternalError, "the Python worker could not be reached (" + worker.kill() + ")");
+    return v;
+  }
+  std::string phase = "start";
+  nlohmann::json phases = nlohmann::json::object();
+  std::string line;
+  while (true) {
+    const double limit = phase == "loading" ? opts_.compile_timeout_s : opts_.run_timeout_s;
+    switch (worker.read_line(limit, line)) {
+      case WorkerProcess::Read::kTimeout:
+        worker.kill();
+        if (phase == "loading")
+          v.reject(reason::kCompileTimeout, strf("importing (building) the candidate took more than %.0f s; the worker "
+                                                 "was killed",
+                                                 opts_.compile_timeout_s));
+        else
+          v.reject(reason::kTimeout, strf("no verdict within %.0f s after phase '%s': the candidate hangs or is far "
+                                          "too slow; the worker was killed",
+                                          opts_.run_timeout_s, phase.c_str()));
+        v.details["phase"] = phase;
+        return v;
+      case WorkerProcess::Read::kEof: {
+        const std::string how = worker.wait_exit();
+        v.reject(reason::kCrashed, "the Python worker died in phase '" + phase + "': " + how);
+        v.details["phase"] = phase;
+        return v;
+      }
+      case WorkerProcess::Read::kLine:
+        break;
+    }
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      worker.kill();
+      v.reject(reason::kInternalError, std::string("the Python worker answered with malformed JSON: ") + e.what());
+      return v;
+    }
+    if (j.contains("phase")) {
+      phase = j["phase"].get<std::string>();
+      continue;
+    }
+    try {
+      v = verdict_from_json(j);
+    } catch (const Error& e) {
+      worker.kill();
+      v.reject(reason::kInternalError, std::string("the Python worker's verdict is malformed: ") + e.what());
+      return v;
+    }
+    v.candidate = job.candidate;
+    worker.wait_exit();
+    return v;
+  }
+}
+
+}  // namespace kforge
