@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [grid] [grid2] [subset] [compare]   (default: all of them)
+#   scripts/gpu-check.sh [build] [test] [kernels] [tune] [grid] [grid2] [subset] [compare]
+#   (default: build test grid grid2 subset compare)
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
 # Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
 # (made on a machine with apt by ../shared/tools/gpu-deps.sh .gpu-deps).
@@ -15,7 +16,7 @@ build=build-gpu
 kf=./$build/kforge
 export KFORGE_CACHE_DIR=$PWD/$build/cache
 
-cmake_args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release)
+cmake_args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDAARCHS:-90a}")
 if [ -d .gpu-deps/usr ]; then
   deps=$PWD/.gpu-deps/usr
   cmake_args+=(-DCMAKE_PREFIX_PATH="$deps" -DSQLite3_INCLUDE_DIR="$deps/include"
@@ -35,6 +36,18 @@ if has test; then
   ctest --test-dir "$build" --output-on-failure -j 4 -LE gpu >"$out/ctest-unit.log" 2>&1 || true
   tail -4 "$out/ctest-unit.log"
   ctest --test-dir "$build" --output-on-failure -L gpu 2>&1 | tee "$out/ctest-gpu.log" | tail -25 || true
+fi
+if has kernels; then
+  echo "== kforge's kernels: verification of every variant, then every variant timed on probe shapes"
+  timeout 300 ctest --test-dir "$build" --output-on-failure -R "EveryKernelVariant|DispatcherServes" 2>&1 | tee "$out/ctest-kernels.log" | tail -30 || true
+  timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
+    --shapes 8192x8192x8192,4096x4096x4096,2048x2048x2048,1024x1024x1024,256x256x8192,64x64x16384,128x4096x4096,64x64x64 \
+    --out "$out/kernels-probe.csv" 2>&1 | tail -45 || true
+fi
+if has tune; then
+  echo "== tune the grid (resumable; the table is rewritten after every shape)"
+  /usr/bin/time -f "tune wall %e s" timeout 560 $kf hgemm tune --shapes "${TUNE_SHAPES:-grid}" --layouts nn,tn \
+    --budget "${TUNE_BUDGET:-480}" --out "$out/dispatch-table.json" --db "$out/runs.db" 2>&1 | tail -15 || true
 fi
 if has grid; then
   echo "== grid run 1 (offline, nn+tn, every baseline)"

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -18,12 +19,15 @@
 #include "kforge/version.hpp"
 #include "measure/ceilings.hpp"
 #include "measure/timer.hpp"
+#include "kernels/hgemm/dispatch.hpp"
+#include "ops/hgemm_table.hpp"
+#include "ops/hgemm_verify.hpp"
 #include "report/results.hpp"
 
 namespace kforge {
 namespace {
 
-const char* const kBaselineNames[] = {"cublas", "lt_heur", "lt_auto"};
+const char* const kBaselineNames[] = {"cublas", "lt_heur", "lt_auto", "ours", "ours_all"};
 
 struct BenchOptions {
   std::string shapes = "grid";
@@ -46,6 +50,13 @@ struct BenchOptions {
   int check_samples = 256;
   int table_limit = 40;
   bool recalibrate = false;
+  bool ours = false;          // add "ours" to the baselines
+  std::string table;          // dispatch table for "ours" (default: the shipped one, when present)
+  int max_variants = 0;       // ours_all: measure only the best N by the cost model (0: every variant)
+  // Tuning (kforge hgemm tune): winners verified and written to `tune_out` after every shape.
+  std::string tune_out;
+  bool retune = false;
+  double budget_s = 0;        // stop starting new shapes after this many seconds (0: no limit)
 };
 
 // Everything the options say, checked before any GPU work starts.
@@ -70,10 +81,15 @@ BenchPlan make_plan(const BenchOptions& o) {
   p.acc = parse_acc(o.acc);
   for (const std::string& b : split(o.baselines, ',')) {
     if (std::find(std::begin(kBaselineNames), std::end(kBaselineNames), b) == std::end(kBaselineNames))
-      KF_USAGE_ERROR("unknown baseline '%s' (expected cublas, lt_heur, lt_auto)", b.c_str());
+      KF_USAGE_ERROR("unknown baseline '%s' (expected cublas, lt_heur, lt_auto, ours, ours_all)", b.c_str());
     if (std::find(p.baselines.begin(), p.baselines.end(), b) == p.baselines.end()) p.baselines.push_back(b);
   }
+  if (o.ours && std::find(p.baselines.begin(), p.baselines.end(), "ours") == p.baselines.end())
+    p.baselines.push_back("ours");
   if (p.baselines.empty()) KF_USAGE_ERROR("no baseline given");
+  if (o.max_variants < 0) KF_USAGE_ERROR("--max-variants must be 0 (all) or positive");
+  if (!o.table.empty() && !std::filesystem::exists(o.table)) KF_USAGE_ERROR("no such dispatch table: %s", o.table.c_str());
+  if (!o.tune_out.empty()) check_writable(o.tune_out);
   p.dist = parse_dist(o.dist);
   if (o.cold == "flush") p.flush_l2 = true;
   else if (o.cold == "rotate") p.rotate = true;
@@ -168,6 +184,89 @@ nlohmann::json options_json(const BenchOptions& o) {
           {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples}};
 }
 
+// The tuner's cost model: a variant's predicted time on a shape from its tile count, waves and a
+// per-tile-shape efficiency (larger wgmma tiles reuse more operand bytes per FLOP), plus the
+// bytes it must move. Only the ranking matters: it prunes the variants measured per shape.
+double predicted_us(const kernels::KernelConfig& c, const Shape& sh, const DeviceInfo& dev, const Ceilings& ceil) {
+  const double tiles = std::ceil(double(sh.m) / c.bm) * std::ceil(double(sh.n) / c.bn) * c.splitk;
+  const double sms = std::max(1, dev.sm_count);
+  const double waves = c.persistent ? std::max(1.0, tiles / sms) : std::ceil(tiles / sms);
+  const double area = double(c.bm) * c.bn;
+  const double eff = c.family == kernels::Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
+  const double k_per = std::ceil(double(sh.k) / c.splitk / 64.0) * 64.0;
+  const double tile_us = 2.0 * area * k_per / (ceil.tensor_tflops * 1e6 / sms * eff);
+  const double mem_us = hgemm_bytes(sh) / (ceil.bandwidth_gbs * 1e3);
+  const double reduce_us = c.splitk > 1 ? 1.0 : 0.0;
+  return std::max(waves * tile_us, mem_us) + reduce_us + 2.0;
+}
+
+// The variants of the library able to run `prob` on this device, best predicted first.
+std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem& prob, const DeviceInfo& dev,
+                                                            const Ceilings& ceil, int max_variants) {
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  const kforge_hgemm_problem abi = prob.abi();
+  const bool hopper = dev.cc_major == 9 && dev.cc_minor == 0;
+  std::vector<std::pair<double, const kernels::KernelVariant*>> ranked;
+  for (size_t i = 0; i < count; ++i) {
+    if (all[i].config.family == kernels::Family::kSm90 && !hopper) continue;
+    if (all[i].supports(&abi)) ranked.push_back({predicted_us(all[i].config, prob.shape, dev, ceil), &all[i]});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<const kernels::KernelVariant*> out;
+  for (const auto& r : ranked)
+    if (max_variants == 0 || int(out.size()) < max_variants) out.push_back(r.second);
+  return out;
+}
+
+// One of kforge's variants as a timed launch on the bench's operands.
+Launch variant_launch(const kernels::KernelVariant* v, const HgemmProblem& prob, const Operands& ops,
+                      const DeviceBuffer& ws) {
+  return [v, abi = prob.abi(), &ops, &ws, sh = prob.shape](cudaStream_t st, int64_t i) {
+    const GemmOperands o = ops.at(i, sh);
+    kforge_hgemm_args a{};
+    a.problem = abi;
+    a.a = o.a;
+    a.b = o.b;
+    a.c = o.c;
+    a.workspace = ws.get();
+    a.workspace_bytes = ws.bytes();
+    if (const int rc = v->run(&a, st)) KF_RUNTIME_ERROR("kforge variant %s returned %d", v->name, rc);
+  };
+}
+
+// kforge hgemm tune: the fastest verified variant of each (shape, layout) in the first mode goes
+// into the table, which is rewritten whole after every shape (an interrupted run keeps them).
+void record_winners(const std::vector<Measurement>& rows, const BenchPlan& plan, DispatchTable& tuned,
+                    const BenchOptions& o, cudaStream_t s) {
+  const std::string mode(to_string(plan.modes.front()));
+  for (const Measurement& m : rows) {
+    if (m.impl != "ours_all" || m.mode != mode) continue;
+    const kernels::KernelVariant* v = kernels::find_variant(m.algo.substr(m.algo.find(": ") + 2).c_str());
+    if (!v) KF_RUNTIME_ERROR("tuned winner '%s' is not a variant", m.algo.c_str());
+    const HgemmProblem prob{m.shape, m.layout, m.acc};
+    const kforge_hgemm_problem abi = prob.abi();
+    const VerifyResult vr = verify_hgemm([v](const kforge_hgemm_args& a, cudaStream_t st) { return v->run(&a, st); },
+                                         prob, v->workspace_size(&abi), o.seed + 99, s);
+    if (!vr.ok) {
+      std::fprintf(stderr, "\nwarning: %s on %s %s failed verification (%s); not tabled\n", v->name,
+                   m.shape.str().c_str(), std::string(to_string(m.layout)).c_str(), vr.why.c_str());
+      continue;
+    }
+    nlohmann::json row = {{"m", m.shape.m}, {"n", m.shape.n}, {"k", m.shape.k},
+                          {"layout", std::string(to_string(m.layout))}, {"acc", std::string(to_string(m.acc))},
+                          {"variant", v->name}, {"mode", mode}, {"us", m.time_us.median}, {"tflops", m.tflops},
+                          {"verified", true}, {"worst_error_ratio", vr.worst_ratio}};
+    for (const Measurement& b : rows)
+      if (b.impl == "lt_auto" && b.mode == mode && b.layout == m.layout) {
+        row["baseline_us"] = b.time_us.median;
+        row["speedup_vs_lt_auto"] = b.time_us.median / m.time_us.median;
+      }
+    tuned.put(std::move(row));
+  }
+  write_file_atomic(o.tune_out, tuned.to_json().dump(1) + "\n");
+}
+
 void run_bench(const BenchOptions& o, const std::string& command) {
   const BenchPlan plan = make_plan(o);
   require_gpu();
@@ -208,6 +307,18 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   // Warm back-to-back runs may serve up to the L2 size of their traffic from L2; cold ones none.
   const double l2_resident = plan.flush_l2 || plan.rotate ? 0.0 : double(dev.l2_bytes);
   CublasHandles handles;
+  // "ours": the tuned table (given, or the one shipped in data/, when present), heuristic elsewhere.
+  DispatchTable table;
+  std::string table_origin = "heuristic only";
+  {
+    const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
+    const std::string path = !o.table.empty() ? o.table : std::filesystem::exists(shipped) ? shipped : "";
+    if (!path.empty()) table = DispatchTable::load(path), table_origin = path;
+  }
+  DispatchTable tuned;  // kforge hgemm tune: what this run has found (plus what an earlier run left)
+  if (!o.tune_out.empty() && std::filesystem::exists(o.tune_out)) tuned = DispatchTable::load(o.tune_out);
+  tuned.device = dev.name;
+  DeviceBuffer ours_ws(size_t(1) << 20, "kforge workspace");
   Operands ops;
   ops.pool = DeviceBuffer(pool_bytes, "operand pool");
   Timer timer(s, dev.l2_bytes, o.seed);
@@ -220,11 +331,18 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   try {
     for (size_t si = 0; si < plan.shapes.size() && !g_interrupted; ++si) {
       const Shape& sh = plan.shapes[si];
+      if (o.budget_s > 0 && progress.seconds() > o.budget_s) {
+        std::fprintf(stderr, "\nbudget of %.0f s reached after %zu of %zu shapes; run the same command again to go on\n",
+                     o.budget_s, si, plan.shapes.size());
+        break;
+      }
       std::vector<Measurement> shape_rows;
       ops.stride = set_bytes(sh);
       ops.sets = plan.rotate ? int(std::max<size_t>(1, pool_bytes / ops.stride)) : 1;
       for (Layout layout : plan.layouts) {
         const HgemmProblem prob{sh, layout, plan.acc};
+        const kforge_hgemm_problem abi = prob.abi();
+        if (!o.tune_out.empty() && !o.retune && tuned.has(sh.m, sh.n, sh.k, abi.layout, abi.acc)) continue;
         fill_random(ops.pool.as<__half>(), ops.sets * ops.stride / 2, plan.dist, shape_seed(o.seed, sh, layout), s);
         LtPlan lt(handles, prob);
         const auto heur = lt.heuristics(1);
@@ -238,7 +356,21 @@ void run_bench(const BenchOptions& o, const std::string& command) {
         std::vector<Impl> impls;
         for (const std::string& b : plan.baselines) {
           Impl im{b, "", {}};
-          if (b == "cublas") {
+          if (b == "ours") {
+            const int cc = dev.cc_major * 10 + dev.cc_minor;
+            const kernels::KernelVariant* v = kernels::choose(table.data(), table.size(), abi, dev.sm_count, cc);
+            if (!v) KF_RUNTIME_ERROR("no kforge variant serves %s %s", sh.str().c_str(), std::string(to_string(layout)).c_str());
+            const bool tabled = kernels::table_choice(table.data(), table.size(), abi) == v;
+            im.variants.push_back({variant_launch(v, prob, ops, ours_ws), std::string(v->name) + (tabled ? " (table)" : " (heuristic)")});
+          } else if (b == "ours_all") {
+            for (const kernels::KernelVariant* v : runnable_variants(prob, dev, ceil, o.max_variants))
+              im.variants.push_back({variant_launch(v, prob, ops, ours_ws), v->name});
+            if (im.variants.empty()) {
+              std::fprintf(stderr, "\nwarning: no kforge variant supports %s %s; ours_all skipped\n", sh.str().c_str(),
+                           std::string(to_string(layout)).c_str());
+              continue;
+            }
+          } else if (b == "cublas") {
             im.variants.push_back({[&](cudaStream_t st, int64_t i) { cublas_gemm_ex(handles, prob, ops.at(i, sh), st); },
                                    "cublasGemmEx CUBLAS_GEMM_DEFAULT"});
           } else {
@@ -320,7 +452,8 @@ void run_bench(const BenchOptions& o, const std::string& command) {
                 m.verified = timed[t].ok;
               }
             }
-            if (m.impl == "lt_auto") m.algo = strf("best of %zu: ", impls[ii].variants.size()) + m.algo;
+            if (m.impl == "lt_auto" || m.impl == "ours_all")
+              m.algo = strf("best of %zu: ", impls[ii].variants.size()) + m.algo;
             m.err_ratio = worst_ratio[ii];
             m.tflops = sh.flops() / m.time_us.median / 1e6;
             m.floor_us = counted_floor_us(sh.flops(), hgemm_bytes(sh), ceil, l2_resident);
@@ -330,6 +463,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
         }
       }
       fill_ratio_to_best(shape_rows);
+      if (!o.tune_out.empty()) record_winners(shape_rows, plan, tuned, o, s);
       if (db) db->add_measurements(run_id, shape_rows);
       all.insert(all.end(), shape_rows.begin(), shape_rows.end());
       ++shapes_done;
@@ -435,7 +569,50 @@ void register_hgemm_bench(CLI::App& hgemm) {
   cmd->add_option("--table-limit", o->table_limit, "print the per-shape table when shapes x layouts is at most this")
       ->capture_default_str();
   cmd->add_flag("--recalibrate", o->recalibrate, "measure the device ceilings again instead of using the cache");
+  cmd->add_flag("--ours", o->ours, "also time kforge's own kernels as dispatched (tuned table, heuristic elsewhere); "
+                                   "same as adding 'ours' to --baselines ('ours_all' times every variant, best kept)");
+  cmd->add_option("--table", o->table, "dispatch table for --ours (default: data/hgemm/dispatch-table.json when present)");
+  cmd->add_option("--max-variants", o->max_variants, "ours_all: time only the N variants the cost model ranks best "
+                                                     "(0: every variant that supports the shape)")
+      ->capture_default_str();
   cmd->callback([o] { run_bench(*o, command_line()); });
+}
+
+void register_hgemm_tune(CLI::App& hgemm) {
+  auto o = std::make_shared<BenchOptions>();
+  o->baselines = "ours_all,lt_auto";
+  o->max_variants = 6;
+  o->tune_out = "kforge-dispatch-table.json";
+  o->table_limit = 0;
+  CLI::App* cmd = hgemm.add_subcommand(
+      "tune", "Search kforge's kernel variants per shape (cost-model pruning, then measurement against cuBLASLt "
+              "auto-tuning), verify each winner, and write the dispatch table; resumable");
+  cmd->add_option("--shapes", o->shapes, "'grid', a list 'MxNxK,...', or a file of shapes")->capture_default_str();
+  cmd->add_option("--layouts", o->layouts, "B layouts to tune: nn, tn or nn,tn")->capture_default_str();
+  cmd->add_option("--acc", o->acc, "accumulation precision: f32 or f16")->capture_default_str();
+  cmd->add_option("--mode", o->modes, "timing mode(s); the first decides the winner")->capture_default_str();
+  cmd->add_option("--out", o->tune_out, "the dispatch table (JSON) to write; entries already there are kept and "
+                                        "their shapes skipped unless --retune")
+      ->capture_default_str();
+  cmd->add_flag("--retune", o->retune, "measure shapes the table already has again");
+  cmd->add_option("--max-variants", o->max_variants, "variants measured per shape: the N the cost model ranks best "
+                                                     "(0: every variant that supports the shape)")
+      ->capture_default_str();
+  cmd->add_option("--budget", o->budget_s, "seconds: start no new shape after this (0: no limit); run again to resume")
+      ->capture_default_str();
+  cmd->add_option("--baselines", o->baselines, "what is timed per shape: ours_all (required) and baselines to compare")
+      ->capture_default_str();
+  cmd->add_option("--db", o->db, "SQLite run database to append this run to")->capture_default_str();
+  cmd->add_flag("--no-db", o->no_db, "do not record the run in a database");
+  cmd->add_option("--samples", o->samples, "timed samples per measurement")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed for inputs and random order")->capture_default_str();
+  cmd->add_option("--results", o->outs, "also write every measurement to FILE.csv or FILE.json");
+  cmd->callback([o] {
+    const std::vector<std::string> impls = split(o->baselines, ',');
+    if (std::find(impls.begin(), impls.end(), "ours_all") == impls.end())
+      KF_USAGE_ERROR("--baselines must include ours_all (the variants being tuned)");
+    run_bench(*o, command_line());
+  });
 }
 
 }  // namespace kforge

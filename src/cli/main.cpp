@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);
+  kforge::register_hgemm_tune(*hgemm);
   kforge::register_hgemm_compare(*hgemm);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,29 @@
+// Dispatch: from a problem (M, N, K, layout, accumulation) to the variant that runs it.
+//
+// A tuned table maps exact problems to the variant the tuner measured fastest on them; every
+// other problem gets the heuristic choice, which is sound for any shape (the sm_90a variants
+// where their alignment rules hold, the sm_80 family everywhere else).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/hgemm/kernel_api.hpp"
+
+namespace kforge::kernels {
+
+struct DispatchEntry {
+  int64_t m, n, k;
+  kforge_hgemm_layout layout;
+  kforge_hgemm_acc acc;
+  const char* variant;  // a name from variants()
+};
+
+// The variant the tuned table names for exactly this problem, if that variant supports it.
+const KernelVariant* table_choice(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p);
+// A sound choice for any problem from its sizes alone (never nullptr for m, n, k >= 1).
+const KernelVariant* heuristic_choice(const kforge_hgemm_problem& p, int sm_count, int compute_capability);
+// table_choice, else heuristic_choice.
+const KernelVariant* choose(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sm_count,
+                            int compute_capability);
+
+}  // namespace kforge::kernels

@@ -1,0 +1,57 @@
+// kforge's own HGEMM kernels: the description every variant carries, shared by the kernel
+// table, the tuner, the dispatcher and the exported library.
+//
+// A variant is one instantiation of a kernel template for one config (tile, pipeline, split-K,
+// rasterisation), one B layout and one accumulation precision. Each variant's entry points
+// follow the candidate ABI of include/kforge/abi/hgemm.h, so a variant is an ordinary HGEMM
+// candidate to the evaluator.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kforge/abi/hgemm.h"
+
+namespace kforge::kernels {
+
+enum class Family : int {
+  kSm90 = 0,  // sm_90a: TMA, wgmma, mbarrier pipeline, warp-specialised, persistent or cluster split-K
+  kSm80 = 1,  // sm_80+: cp.async, ldmatrix, mma.sync (also what serves Ampere)
+};
+
+// One kernel configuration. Fields a family does not use are 0.
+struct KernelConfig {
+  Family family = Family::kSm90;
+  int bm = 0, bn = 0, bk = 0;  // CTA tile
+  int stages = 0;              // shared-memory pipeline depth
+  int consumers = 0;           // sm90: consumer warpgroups; sm80: warps per CTA
+  int splitk = 1;              // sm90: CTAs of one cluster splitting K (reduced through DSMEM)
+  int group_m = 0;             // rasterisation: tile rows per group (0: row-major order)
+  bool persistent = false;     // sm90: one CTA per SM looping over tiles
+};
+
+// Return codes of a variant's run(), beyond 0.
+enum : int {
+  kRunUnsupported = 90,   // the problem does not meet this variant's requirements (see supports)
+  kRunLaunchFailed = 91,  // the launch itself failed (cudaGetLastError after it)
+  kRunNoTensorMap = 92,   // the driver's cuTensorMapEncodeTiled could not be found or failed
+};
+
+struct KernelVariant {
+  const char* name;  // unique, stable: used in the dispatch table and the run database
+  KernelConfig config;
+  kforge_hgemm_layout layout;
+  kforge_hgemm_acc acc;
+  // Whether this variant computes `p` correctly (alignment, layout, acc). Cheap; host only.
+  bool (*supports)(const kforge_hgemm_problem* p);
+  // Workspace bytes the variant needs for `p` (0 for most).
+  size_t (*workspace_size)(const kforge_hgemm_problem* p);
+  // Enqueues the GEMM on `stream`; 0 on success, a kRun* code otherwise. Never synchronises.
+  int (*run)(const kforge_hgemm_args* args, cudaStream_t stream);
+};
+
+// Every compiled variant (both families, both layouts, both accumulations).
+const KernelVariant* variants(size_t* count);
+// The variant of that name, or nullptr.
+const KernelVariant* find_variant(const char* name);
+
+}  // namespace kforge::kernels

@@ -1,0 +1,515 @@
+// kforge's sm_90a HGEMM kernel family: TMA loads into 128-byte-swizzled shared memory, an
+// mbarrier pipeline of kStages stages, warp specialisation (one producer warpgroup issuing TMA,
+// kConsumers consumer warpgroups issuing wgmma, registers moved from producer to consumers with
+// setmaxnreg), a persistent tile loop with grouped rasterisation, and split-K across the CTAs of
+// a thread-block cluster reduced deterministically through distributed shared memory.
+//
+//   C[M,N] = A[M,K] * B,  A row-major (K-major for wgmma), B K-major (layout tn) or N-major (nn).
+//
+// Shared memory, per stage: A tile [BM rows][64 halves] (128 B per row, 8-row groups of 1 KiB,
+// the 128-byte swizzle applied by TMA); B tile: tn [BN rows][64 halves], nn [BN/64 chunks][64 K
+// rows][64 halves]. wgmma reads both through descriptors (start, leading/stride byte offsets,
+// swizzle mode); the k16 step moves 32 B along a K-major row or 16 rows (2 KiB) of an N-major tile.
+#pragma once
+#include <cuda.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/hgemm/kernel_api.hpp"
+#include "kernels/hgemm/wgmma_ops.cuh"
+
+namespace kforge::kernels::sm90 {
+
+constexpr int kBK = 64;  // 64 halves = one 128-byte swizzle row
+
+template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC>
+struct Traits {
+  static constexpr int kRowsPerConsumer = BM / CONSUMERS;
+  static constexpr int kMmaM = kRowsPerConsumer / 64;  // m64 wgmmas per consumer per k16 step
+  static constexpr bool kF32 = ACC == KFORGE_HGEMM_ACC_F32;
+  static constexpr int kAccRegs = kF32 ? BN / 2 : BN / 4;  // per m64 wgmma, per thread
+  static constexpr int kThreads = (CONSUMERS + 1) * 128;
+  static constexpr int kTileA = BM * kBK * 2, kTileB = BN * kBK * 2;
+  static constexpr int kStageBytes = kTileA + kTileB;
+  static constexpr int kPipeBytes = STAGES * kStageBytes;
+  static constexpr int kRedBytes = SPLITK > 1 ? BM * BN * 4 : 0;  // split-K partial tile (fp32)
+  static constexpr int kSmemBytes = (kPipeBytes > kRedBytes ? kPipeBytes : kRedBytes) + 1024 /*align*/ + 256 /*barriers*/;
+
+  static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM must be 64, 128, 192 or 256 (m64 wgmmas; TMA box <= 256 rows)");
+  static_assert(BM % CONSUMERS == 0 && kRowsPerConsumer % 64 == 0, "each consumer warpgroup owns a multiple of 64 rows");
+  static_assert(CONSUMERS >= 1 && CONSUMERS <= 2, "1 or 2 consumer warpgroups (register budget: 2 x 128 x 232 + 128 x 40)");
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN must be a multiple of 16 in [16, 256] (wgmma n)");
+  static_assert(L != KFORGE_HGEMM_NN || BN % 64 == 0, "an N-major B tile (nn) is loaded in 64-column swizzle chunks: BN % 64 == 0");
+  static_assert(kMmaM * kAccRegs <= 128, "accumulators exceed 128 registers per consumer thread");
+  static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 pipeline stages");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KiB a Hopper CTA may have");
+  static_assert(SPLITK >= 1 && SPLITK <= 8, "split-K cluster of 1 to 8 CTAs (portable cluster size)");
+  static_assert(SPLITK == 1 || !PERSISTENT, "cluster split-K runs one tile per CTA");
+  static_assert(GROUP_M >= 0 && GROUP_M <= 64, "rasterisation group of 0 to 64 tile rows");
+};
+
+// ---------------------------------------------------------------------------------------------
+// PTX helpers
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
+          "r"(smem_u32(dst)),
+      "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y)
+      : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+template <int R>
+__device__ __forceinline__ void regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R>
+__device__ __forceinline__ void regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// Reads a float from the shared memory of CTA `rank` of this cluster, at the address `local`
+// has in this CTA.
+__device__ __forceinline__ float4 ld_dsmem_f4(const void* local, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+
+// wgmma shared-memory descriptor, 128-byte swizzle (layout type 1 in bits 62-63).
+__device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
+  uint64_t d = 0;
+  d |= uint64_t((smem_addr & 0x3FFFF) >> 4);
+  d |= uint64_t((lbo & 0x3FFFF) >> 4) << 16;
+  d |= uint64_t((sbo & 0x3FFFF) >> 4) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
+
+// Tile coordinates of linear tile `t` in grouped order: GROUP_M tile rows sweep the columns
+// together so that A and B tiles are reused from L2 (GROUP_M == 0: plain row-major order).
+template <int GROUP_M>
+__device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {
+  if constexpr (GROUP_M == 0) {
+    tm = t / tiles_n;
+    tn = t % tiles_n;
+  } else {
+    const int per_group = GROUP_M * tiles_n;
+    const int group = t / per_group;
+    const int first = group * GROUP_M;
+    const int rows = min(tiles_m - first, GROUP_M);
+    const int in = t % per_group;
+    tm = first + in % rows;
+    tn = in / rows;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel
+// ---------------------------------------------------------------------------------------------
+struct Params {
+  __half* c;
+  int m, n, k;
+  int tiles_m, tiles_n, k_tiles;
+};
+
+template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC>
+__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>::kThreads, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>;
+  extern __shared__ uint8_t smem_raw[];
+  // 1 KiB alignment: the swizzle pattern repeats every 1024 bytes and TMA and wgmma must agree.
+  const uint32_t raw = smem_u32(smem_raw);
+  uint8_t* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + (T::kPipeBytes > T::kRedBytes ? T::kPipeBytes : T::kRedBytes));
+  uint64_t* empty = full + STAGES;
+
+  const int wg = threadIdx.x / 128;
+  const int tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], CONSUMERS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int num_tiles = p.tiles_m * p.tiles_n;
+  // This CTA's K range (split-K: cluster rank z takes its share of the k tiles).
+  const int split = SPLITK > 1 ? int(blockIdx.z) : 0;
+  const int kt_begin = int((int64_t(p.k_tiles) * split) / SPLITK);
+  const int kt_end = int((int64_t(p.k_tiles) * (split + 1)) / SPLITK);
+  const int first_tile = blockIdx.x;
+  const int tile_step = PERSISTENT ? gridDim.x : num_tiles;
+
+  if (wg == 0) {
+    // Producer warpgroup: one thread issues every TMA load.
+    if constexpr (CONSUMERS >= 2) regs_dec<40>();
+    if (tid == 0) {
+      int it = 0;
+      for (int t = first_tile; t < num_tiles; t += tile_step) {
+        int tm, tn;
+        tile_coords<GROUP_M>(t, p.tiles_m, p.tiles_n, tm, tn);
+        for (int kt = kt_begin; kt < kt_end; ++kt, ++it) {
+          const int s = it % STAGES;
+          if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
+          uint8_t* sa = smem + s * T::kStageBytes;
+          uint8_t* sb = sa + T::kTileA;
+          mbar_expect_tx(&full[s], T::kStageBytes);
+          tma_load_2d(sa, &map_a, &full[s], kt * kBK, tm * BM);
+          if constexpr (L == KFORGE_HGEMM_TN) {
+            tma_load_2d(sb, &map_b, &full[s], kt * kBK, tn * BN);
+          } else {
+#pragma unroll
+            for (int c = 0; c < BN / 64; ++c) tma_load_2d(sb + c * (kBK * 128), &map_b, &full[s], tn * BN + c * 64, kt * kBK);
+          }
+        }
+      }
+    }
+  } else {
+    if constexpr (CONSUMERS >= 2) regs_inc<232>();
+    const int cw = wg - 1;  // consumer index
+    using Acc = typename std::conditional<T::kF32, float, uint32_t>::type;
+    Acc acc[T::kMmaM][T::kAccRegs];
+    int it = 0;
+    const int warp = tid / 32, lane = tid % 32;
+    for (int t = first_tile; t < num_tiles; t += tile_step) {
+      int tm, tn;
+      tile_coords<GROUP_M>(t, p.tiles_m, p.tiles_n, tm, tn);
+#pragma unroll
+      for (int i = 0; i < T::kMmaM; ++i)
+#pragma unroll
+        for (int j = 0; j < T::kAccRegs; ++j) acc[i][j] = Acc(0);
+
+      int prev_stage = -1;
+      for (int kt = kt_begin; kt < kt_end; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(&full[s], (it / STAGES) & 1);
+        const uint32_t sa = smem_u32(smem + s * T::kStageBytes) + cw * T::kRowsPerConsumer * 128;
+        const uint32_t sb = smem_u32(smem + s * T::kStageBytes + T::kTileA);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+#pragma unroll
+          for (int i = 0; i < T::kMmaM; ++i) {
+            const uint64_t da = make_desc(sa + i * 64 * 128 + kk * 32, 16, 1024);
+            uint64_t db;
+            if constexpr (L == KFORGE_HGEMM_TN)
+              db = make_desc(sb + kk * 32, 16, 1024);
+            else
+              db = make_desc(sb + kk * 16 * 128, kBK * 128, 1024);
+            if constexpr (T::kF32)
+              wgmma_f32<BN, L == KFORGE_HGEMM_NN ? 1 : 0>(acc[i], da, db);
+            else
+              wgmma_f16<BN, L == KFORGE_HGEMM_NN ? 1 : 0>(acc[i], da, db);
+          }
+        }
+        wgmma_commit();
+        // Keep one k tile of wgmmas in flight; the one before it is done: release its stage.
+        wgmma_wait<1>();
+        if (prev_stage >= 0 && tid == 0) mbar_arrive(&empty[prev_stage]);
+        prev_stage = s;
+      }
+      wgmma_wait<0>();
+      if (prev_stage >= 0 && tid == 0) mbar_arrive(&empty[prev_stage]);
+
+      // Epilogue. Accumulator layout of m64nN: warp w holds rows 16w..16w+15; lane l holds rows
+      // l/4 and l/4+8 of them, columns 8j + 2(l%4) + {0,1} for j < N/8.
+      const int row0 = tm * BM + cw * T::kRowsPerConsumer + warp * 16 + lane / 4;
+      const int col0 = tn * BN + 2 * (lane % 4);
+      if constexpr (SPLITK == 1) {
+#pragma unroll
+        for (int i = 0; i < T::kMmaM; ++i) {
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j) {
+            const int col = col0 + 8 * j;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = row0 + i * 64 + 8 * h;
+              __half2 v;
+              if constexpr (T::kF32)
+                v = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+              else
+                v = *reinterpret_cast<const __half2*>(&acc[i][2 * j + h]);
+              if (row < p.m) {
+                __half* dst = p.c + int64_t(row) * p.n + col;
+                if (col + 1 < p.n)
+                  *reinterpret_cast<__half2*>(dst) = v;  // n is even whenever this variant runs
+                else if (col < p.n)
+                  *dst = __low2half(v);
+              }
+            }
+          }
+        }
+      }
+      if constexpr (SPLITK > 1) {
+        // Each CTA of the cluster parks its fp32 partial tile in its own shared memory (the
+        // pipeline buffers: every load has been consumed), then CTA r sums rows r, r+S, ... of
+        // all partials in cluster-rank order (deterministic) and writes them.
+        // Other consumer warpgroups may still be reading the last stage through wgmma.
+        if constexpr (CONSUMERS > 1) asm volatile("bar.sync 1, %0;\n" ::"n"(CONSUMERS * 128) : "memory");
+        float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+        for (int i = 0; i < T::kMmaM; ++i)
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = cw * T::kRowsPerConsumer + i * 64 + warp * 16 + lane / 4 + 8 * h;
+              const int cidx = 8 * j + 2 * (lane % 4);
+              float x0, x1;
+              if constexpr (T::kF32) {
+                x0 = acc[i][4 * j + 2 * h];
+                x1 = acc[i][4 * j + 2 * h + 1];
+              } else {
+                const __half2 hv = *reinterpret_cast<const __half2*>(&acc[i][2 * j + h]);
+                x0 = __low2float(hv);
+                x1 = __high2float(hv);
+              }
+              *reinterpret_cast<float2*>(&red[r * BN + cidx]) = make_float2(x0, x1);
+            }
+      }
+    }
+  }
+  if constexpr (SPLITK > 1) {
+    __syncwarp();
+    cluster_sync();  // every partial of the cluster is in shared memory
+    if (wg > 0) {
+      const float* red = reinterpret_cast<const float*>(smem);
+      const uint32_t rank = cluster_rank();
+      int tm, tn;
+      tile_coords<GROUP_M>(first_tile, p.tiles_m, p.tiles_n, tm, tn);
+      const int ct = threadIdx.x - 128, cthreads = CONSUMERS * 128;
+      constexpr int kVec = BN / 4;  // float4 per row
+      for (int e = ct; e < BM * kVec; e += cthreads) {
+        const int r = e / kVec, c4 = e % kVec;
+        if (r % SPLITK != int(rank)) continue;
+        const int row = tm * BM + r, col = tn * BN + c4 * 4;
+        if (row >= p.m || col >= p.n) continue;
+        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 1
+        for (int q = 0; q < SPLITK; ++q) {
+          const float4 v = ld_dsmem_f4(&red[r * BN + c4 * 4], uint32_t(q));
+          sum.x += v.x;
+          sum.y += v.y;
+          sum.z += v.z;
+          sum.w += v.w;
+        }
+        __half* dst = p.c + int64_t(row) * p.n + col;
+        if constexpr (ACC == KFORGE_HGEMM_ACC_F16) {
+          // An fp16-accumulate variant rounds its sum to fp16 as it goes.
+          sum = make_float4(__half2float(__float2half(sum.x)), __half2float(__float2half(sum.y)),
+                            __half2float(__float2half(sum.z)), __half2float(__float2half(sum.w)));
+        }
+        if (col + 3 < p.n) {
+          const __half2 lo = __floats2half2_rn(sum.x, sum.y), hi = __floats2half2_rn(sum.z, sum.w);
+          uint2 packed;
+          packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+          packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+          *reinterpret_cast<uint2*>(dst) = packed;  // n % 8 == 0 whenever this variant runs
+        } else {
+          const float s4[4] = {sum.x, sum.y, sum.z, sum.w};
+          for (int q = 0; q < 4 && col + q < p.n; ++q) dst[q] = __float2half(s4[q]);
+        }
+      }
+    }
+    cluster_sync();  // no CTA leaves while a peer may still read its shared memory
+  }
+#else
+  __trap();  // built without sm_90a code: never launched (run() checks the device), never silent
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+// ---------------------------------------------------------------------------------------------
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A 2-D fp16 tensor map: `inner` contiguous elements per row, `outer` rows `ld` elements apart,
+// boxes of 64 x box_rows with the 128-byte swizzle; out-of-range elements read as zero.
+inline bool encode_map(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t ld, uint32_t box_rows) {
+  auto enc = tensor_map_encoder();
+  if (!enc) return false;
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {ld * 2};
+  const cuuint32_t box[2] = {uint32_t(kBK), box_rows};
+  const cuuint32_t elem[2] = {1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(base), dims, strides, box, elem,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Compute capability (major * 10 + minor) of the current device, cached per device.
+inline int device_cc() {
+  static int cc[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  if (cc[dev] == 0) {
+    int ma = 0, mi = 0;
+    cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev);
+    cc[dev] = ma * 10 + mi;
+  }
+  return cc[dev];
+}
+
+inline int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 132;
+    return v;
+  }();
+  return n;
+}
+
+template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT, kforge_hgemm_layout L,
+          kforge_hgemm_acc ACC>
+struct Gemm {
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>;
+
+  static constexpr KernelConfig config() {
+    KernelConfig c;
+    c.family = Family::kSm90;
+    c.bm = BM;
+    c.bn = BN;
+    c.bk = kBK;
+    c.stages = STAGES;
+    c.consumers = CONSUMERS;
+    c.splitk = SPLITK;
+    c.group_m = GROUP_M;
+    c.persistent = PERSISTENT;
+    return c;
+  }
+
+  // TMA needs 16-byte aligned bases and row pitches: K % 8 == 0 (A and a K-major B), N % 8 == 0
+  // (an N-major B and C's paired stores); sizes within int range for the coordinates.
+  static bool supports(const kforge_hgemm_problem* p) {
+    if (!p || p->layout != L || p->acc != ACC) return false;
+    if (p->m < 1 || p->n < 1 || p->k < 1) return false;
+    if (p->m > (int64_t(1) << 30) || p->n > (int64_t(1) << 30) || p->k > (int64_t(1) << 30)) return false;
+    if (p->k % 8 != 0 || p->n % 8 != 0) return false;
+    const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + BN - 1) / BN);
+    if (!PERSISTENT && tiles > 0x7FFFFFFF) return false;
+    return true;
+  }
+
+  static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
+
+  static int run(const kforge_hgemm_args* a, cudaStream_t stream) {
+    if (!a || !supports(&a->problem) || !a->a || !a->b || !a->c) return kRunUnsupported;
+    if (device_cc() != 90) return kRunUnsupported;  // sm_90a code only: Hopper's wgmma and setmaxnreg
+    if ((reinterpret_cast<uintptr_t>(a->a) | reinterpret_cast<uintptr_t>(a->b) | reinterpret_cast<uintptr_t>(a->c)) % 16)
+      return kRunUnsupported;
+    const kforge_hgemm_problem& pr = a->problem;
+    CUtensorMap ma, mb;
+    if (!encode_map(&ma, a->a, uint64_t(pr.k), uint64_t(pr.m), uint64_t(pr.k), BM)) return kRunNoTensorMap;
+    const bool ok_b = L == KFORGE_HGEMM_TN ? encode_map(&mb, a->b, uint64_t(pr.k), uint64_t(pr.n), uint64_t(pr.k), BN)
+                                           : encode_map(&mb, a->b, uint64_t(pr.n), uint64_t(pr.k), uint64_t(pr.n), kBK);
+    if (!ok_b) return kRunNoTensorMap;
+    Params p;
+    p.c = static_cast<__half*>(a->c);
+    p.m = int(pr.m);
+    p.n = int(pr.n);
+    p.k = int(pr.k);
+    p.tiles_m = int((pr.m + BM - 1) / BM);
+    p.tiles_n = int((pr.n + BN - 1) / BN);
+    p.k_tiles = int((pr.k + kBK - 1) / kBK);
+    const int tiles = p.tiles_m * p.tiles_n;
+    auto kernel = gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>;
+    static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+    if (attr != cudaSuccess) return kRunLaunchFailed;
+
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attrs[1];
+    cfg.blockDim = dim3(T::kThreads);
+    cfg.dynamicSmemBytes = T::kSmemBytes;
+    cfg.stream = stream;
+    if constexpr (SPLITK > 1) {
+      cfg.gridDim = dim3(tiles, 1, SPLITK);
+      attrs[0].id = cudaLaunchAttributeClusterDimension;
+      attrs[0].val.clusterDim.x = 1;
+      attrs[0].val.clusterDim.y = 1;
+      attrs[0].val.clusterDim.z = SPLITK;
+      cfg.attrs = attrs;
+      cfg.numAttrs = 1;
+    } else {
+      cfg.gridDim = dim3(PERSISTENT ? (tiles < sm_count() ? tiles : sm_count()) : tiles);
+    }
+    if (cudaLaunchKernelEx(&cfg, kernel, ma, mb, p) != cudaSuccess) {
+      cudaGetLastError();
+      return kRunLaunchFailed;
+    }
+    return 0;
+  }
+};
+
+}  // namespace kforge::kernels::sm90

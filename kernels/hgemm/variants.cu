@@ -1,0 +1,96 @@
+// The variants of kforge's HGEMM kernel families that are compiled into the library: the
+// space the tuner searches and the dispatch table draws from. Adding a line here adds a variant
+// for every layout and accumulation listed with it; invalid configs fail to compile with the
+// reason their family's static_asserts state.
+#include <cstring>
+
+#include "kernels/hgemm/kernel_api.hpp"
+#include "kernels/hgemm/sm80_gemm.cuh"
+#include "kernels/hgemm/sm90_gemm.cuh"
+
+namespace kforge::kernels {
+namespace {
+
+#define KF_STR2(x) #x
+#define KF_STR(x) KF_STR2(x)
+
+// sm_90a: BM, BN, stages, consumer warpgroups, split-K cluster, rasterisation group, persistent.
+#define KF_SM90(L, A, LN, AN, BM, BN, ST, C, SK, G, P)                                                        \
+  {"sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c" KF_STR(C) "_k" KF_STR(SK) "_g" KF_STR(G) \
+   "_" #P,                                                                                                     \
+   sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>::config(),                                                        \
+   L,                                                                                                          \
+   A,                                                                                                          \
+   &sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>::supports,                                                       \
+   &sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>::workspace_size,                                                 \
+   &sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>::run},
+
+#define KF_SM90_LAYOUTS(A, AN, ...)                                \
+  KF_SM90(KFORGE_HGEMM_NN, A, "nn", AN, __VA_ARGS__)               \
+  KF_SM90(KFORGE_HGEMM_TN, A, "tn", AN, __VA_ARGS__)
+
+// fp32 accumulation: the tuned space.
+#define KF_SM90_F32(...) KF_SM90_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
+// fp16 accumulation: a smaller space (correct and reasonably fast; not a performance target).
+#define KF_SM90_F16(...) KF_SM90_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", __VA_ARGS__)
+
+// sm_80: BM, BN, BK, warps along M, warps along N, stages (every shape and alignment).
+#define KF_SM80(L, A, LN, AN, BM, BN, BK, WM, WN, ST)                                                         \
+  {"sm80_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "x" KF_STR(BK) "_w" KF_STR(WM) "x" KF_STR(WN) "_s" KF_STR(ST), \
+   sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>::config(),                                                         \
+   L,                                                                                                          \
+   A,                                                                                                          \
+   &sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>::supports,                                                        \
+   &sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>::workspace_size,                                                  \
+   &sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>::run},
+
+#define KF_SM80_LAYOUTS(A, AN, ...)                  \
+  KF_SM80(KFORGE_HGEMM_NN, A, "nn", AN, __VA_ARGS__) \
+  KF_SM80(KFORGE_HGEMM_TN, A, "tn", AN, __VA_ARGS__)
+
+const KernelVariant kVariants[] = {
+    // Large shapes: persistent, two consumer warpgroups, grouped rasterisation.
+    KF_SM90_F32(128, 256, 4, 2, 1, 8, true)
+    KF_SM90_F32(128, 192, 4, 2, 1, 8, true)
+    KF_SM90_F32(128, 128, 6, 2, 1, 8, true)
+    KF_SM90_F32(256, 128, 4, 2, 1, 8, true)
+    // Mid-size shapes: one tile per CTA.
+    KF_SM90_F32(128, 128, 4, 2, 1, 8, false)
+    KF_SM90_F32(128, 64, 6, 2, 1, 8, false)
+    KF_SM90_F32(64, 128, 6, 1, 1, 8, false)
+    KF_SM90_F32(64, 64, 6, 1, 1, 0, false)
+    // Small M*N, long K: split-K across a cluster, reduced through distributed shared memory.
+    KF_SM90_F32(64, 64, 4, 1, 2, 0, false)
+    KF_SM90_F32(64, 64, 4, 1, 4, 0, false)
+    KF_SM90_F32(64, 64, 4, 1, 8, 0, false)
+    KF_SM90_F32(64, 128, 4, 1, 4, 0, false)
+    KF_SM90_F32(128, 128, 4, 2, 2, 0, false)
+    KF_SM90_F32(128, 128, 4, 2, 4, 0, false)
+
+    KF_SM90_F16(128, 256, 4, 2, 1, 8, true)
+    KF_SM90_F16(128, 128, 4, 2, 1, 8, false)
+    KF_SM90_F16(64, 64, 6, 1, 1, 0, false)
+    KF_SM90_F16(64, 64, 4, 1, 4, 0, false)
+
+    // sm_80 family: Ampere, and the fallback for shapes the TMA kernels cannot take on Hopper.
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 128, 128, 32, 2, 2, 4)
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 64, 64, 32, 2, 2, 4)
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 64, 64, 1, 2, 4)
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 64, 64, 32, 2, 2, 4)
+};
+
+}  // namespace
+
+const KernelVariant* variants(size_t* count) {
+  if (count) *count = sizeof(kVariants) / sizeof(kVariants[0]);
+  return kVariants;
+}
+
+const KernelVariant* find_variant(const char* name) {
+  if (!name) return nullptr;
+  for (const KernelVariant& v : kVariants)
+    if (std::strcmp(v.name, name) == 0) return &v;
+  return nullptr;
+}
+
+}  // namespace kforge::kernels

@@ -1,0 +1,93 @@
+#include "ops/hgemm_table.hpp"
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+
+namespace kforge {
+namespace {
+
+kforge_hgemm_layout layout_of(const std::string& s, const std::string& where) {
+  if (s == "nn") return KFORGE_HGEMM_NN;
+  if (s == "tn") return KFORGE_HGEMM_TN;
+  KF_USAGE_ERROR("%s: layout '%s' (expected nn or tn)", where.c_str(), s.c_str());
+}
+kforge_hgemm_acc acc_of(const std::string& s, const std::string& where) {
+  if (s == "f32") return KFORGE_HGEMM_ACC_F32;
+  if (s == "f16") return KFORGE_HGEMM_ACC_F16;
+  KF_USAGE_ERROR("%s: acc '%s' (expected f32 or f16)", where.c_str(), s.c_str());
+}
+
+}  // namespace
+
+DispatchTable DispatchTable::load(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    KF_USAGE_ERROR("dispatch table %s is not JSON: %s", path.c_str(), e.what());
+  }
+  return from_json(j, path);
+}
+
+DispatchTable DispatchTable::from_json(const nlohmann::json& j, const std::string& origin) {
+  if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array())
+    KF_USAGE_ERROR("%s: not a kforge dispatch table (no \"entries\" array)", origin.c_str());
+  DispatchTable t;
+  t.device = j.value("device", std::string());
+  size_t i = 0;
+  for (const auto& row : j["entries"]) {
+    const std::string where = origin + " entry " + std::to_string(i++);
+    try {
+      const int64_t m = row.at("m").get<int64_t>(), n = row.at("n").get<int64_t>(), k = row.at("k").get<int64_t>();
+      if (m < 1 || n < 1 || k < 1) KF_USAGE_ERROR("%s: sizes must be positive", where.c_str());
+      layout_of(row.at("layout").get<std::string>(), where);
+      acc_of(row.at("acc").get<std::string>(), where);
+      const std::string v = row.at("variant").get<std::string>();
+      if (!kernels::find_variant(v.c_str()))
+        KF_USAGE_ERROR("%s: variant '%s' is not in this build of kforge", where.c_str(), v.c_str());
+    } catch (const nlohmann::json::exception& e) {
+      KF_USAGE_ERROR("%s: %s", where.c_str(), e.what());
+    }
+    t.rows_.push_back(row);
+  }
+  t.rebuild();
+  return t;
+}
+
+nlohmann::json DispatchTable::to_json() const {
+  return {{"kforge_dispatch_table", 1}, {"device", device}, {"entries", rows_}};
+}
+
+void DispatchTable::rebuild() {
+  names_.clear();
+  entries_.clear();
+  names_.reserve(rows_.size());
+  for (const auto& r : rows_) names_.push_back(r.at("variant").get<std::string>());
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    const auto& r = rows_[i];
+    entries_.push_back({r.at("m").get<int64_t>(), r.at("n").get<int64_t>(), r.at("k").get<int64_t>(),
+                        layout_of(r.at("layout").get<std::string>(), "table"),
+                        acc_of(r.at("acc").get<std::string>(), "table"), names_[i].c_str()});
+  }
+}
+
+bool DispatchTable::has(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) const {
+  for (const auto& e : entries_)
+    if (e.m == m && e.n == n && e.k == k && e.layout == l && e.acc == a) return true;
+  return false;
+}
+
+void DispatchTable::put(nlohmann::json row) {
+  for (auto& r : rows_) {
+    if (r.at("m") == row.at("m") && r.at("n") == row.at("n") && r.at("k") == row.at("k") &&
+        r.at("layout") == row.at("layout") && r.at("acc") == row.at("acc")) {
+      r = std::move(row);
+      rebuild();
+      return;
+    }
+  }
+  rows_.push_back(std::move(row));
+  rebuild();
+}
+
+}  // namespace kforge
