@@ -95,7 +95,6 @@ def global_state(torch):
         except Exception:
             pass
 
-    put("grad_enabled", torch.is_grad_enabled)
     put("cudnn.benchmark", lambda: bool(torch.backends.cudnn.benchmark))
     put("cudnn.enabled", lambda: bool(torch.backends.cudnn.enabled))
     put("deterministic", torch.are_deterministic_algorithms_enabled)

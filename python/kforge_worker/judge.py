@@ -25,6 +25,7 @@ import math
 import os
 import random
 import sys
+import threading
 import time
 import traceback
 
@@ -82,13 +83,17 @@ class Judge:
         self.rng = random.Random(self.seed * 7919 + 17)
         self.details = self.v.d["details"]
         self.checks = self.details.setdefault("checks", {})
+        # What the judge itself calls, captured before any candidate code runs.
+        self._sync = torch.cuda.synchronize
+        self._Event = torch.cuda.Event
+        self.started_threads = []
 
     # ------------------------------------------------------------------------------------------
     # helpers
 
     def sync(self):
         if self.cuda:
-            self.torch.cuda.synchronize()
+            self._sync()
 
     def cuda_failure(self, e, when):
         """Classifies an exception raised by candidate code; raises Fatal when the context is gone."""
@@ -109,11 +114,34 @@ class Judge:
             return "cuda_error", "%s: %s" % (when, _last_line(e))
         return "candidate_error", "%s: %s" % (when, _last_line(e))
 
+    def watching_reference(self, fn, when):
+        """Runs candidate code with the task's Model.forward replaced by a counting wrapper: a
+        candidate that finds the reference (through the garbage collector, a class it was handed)
+        and calls it is caught, whichever instance it uses."""
+        Model = self.task.Model
+        orig = Model.__dict__.get("forward")
+        if orig is None:
+            return fn()
+        hits = [0]
+
+        def counting_forward(*args, **kwargs):
+            hits[0] += 1
+            return orig(*args, **kwargs)
+
+        Model.forward = counting_forward
+        try:
+            return fn()
+        finally:
+            Model.forward = orig
+            if hits[0]:
+                self.v.reject("forbidden_call", "%s: the candidate called the task's reference Model (%d time(s))" %
+                              (when, hits[0]))
+
     def call_candidate(self, inputs, when):
         torch = self.torch
         try:
             with torch.no_grad():
-                out = self.new(*inputs)
+                out = self.watching_reference(lambda: self.new(*inputs), when)
             self.sync()
         except Fatal:
             raise
@@ -143,10 +171,12 @@ class Judge:
             v.reject("monkey_patch", "%s: global switches changed: %s" % (when, gdiff))
         threads = guards.python_threads()
         new = {i: n for i, n in threads.items() if i not in self.py_threads}
+        for i, n in enumerate(self.started_threads[self.threads_seen:]):
+            new.setdefault(-1 - i, n)  # started and already finished
         if new:
-            self.details["new_threads"] = sorted(new.values())
-            v.reject("background_thread", "%s: the candidate started %d Python thread(s): %s" %
-                     (when, len(new), ", ".join(sorted(new.values()))))
+            names = sorted(set(new.values()))
+            self.details["new_threads"] = names
+            v.reject("background_thread", "%s: the candidate started Python thread(s): %s" % (when, ", ".join(names)))
         if self.cuda:
             cur = torch.cuda.current_stream()
             if cur != self.default_stream:
@@ -154,11 +184,22 @@ class Judge:
         if v.d["reasons"]:
             raise Rejected()
 
+    def resnapshot(self):
+        torch = self.torch
+        self.ids = guards.identity_snapshot(torch, self.extra_ids)
+        self.prec = guards.precision_state(torch)
+        self.glob = guards.global_state(torch)
+        self.py_threads = guards.python_threads()
+        self.threads_seen = len(self.started_threads)
+
     def make_inputs(self, seed):
         torch = self.torch
         torch.manual_seed(seed)
         try:
-            raw = self.task.get_inputs()
+            # Factory calls without a device (torch.randn(...)) create the tensors on the device
+            # directly: fast enough to draw fresh inputs for every timed call.
+            with torch.device(self.device):
+                raw = self.task.get_inputs()
         except Exception as e:
             self.v.reject("task_error", "get_inputs() raised %s" % _last_line(e))
             raise Rejected()
@@ -432,11 +473,58 @@ class Judge:
             del out, refs, inputs, ref_in
             if self.cuda:
                 torch.cuda.empty_cache()
+        if self.cuda:
+            self.side_stream_probe()
         self.checks["verification_trials"] = self.trials
         self.checks["tolerance"] = worst
         self.ref_mutates = ref_mutates
         if ref_mutates:
             self.v.flag("reference_mutates_inputs")
+
+    def side_stream_probe(self):
+        """The current stream is held up by a spin kernel while the candidate runs; the judge's own
+        stream then compares the output with the reference. Work enqueued on the current stream
+        cannot have finished yet, so an output that is already right was computed on another
+        stream that nobody waits for."""
+        torch = self.torch
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if sleep is None:
+            self.checks["side_stream_probe"] = "unavailable (no torch.cuda._sleep)"
+            return
+        inputs = self.make_inputs(self.seed * 1000 + 777)
+        with torch.no_grad():
+            refs = self.ref(*self.clone_inputs(inputs))
+        self.sync()
+        cur = torch.cuda.current_stream()
+        sleep(int(4e8))  # ~0.2 s at 2 GHz
+        out = None
+        try:
+            with torch.no_grad():
+                out = self.watching_reference(lambda: self.new(*inputs), "side-stream probe")
+            ready = True
+            with torch.cuda.stream(self.probe_stream), torch.no_grad():
+                for o, r in zip(self.flatten(out, "")[0], self.flatten(refs, "")[0]):
+                    if not (isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and o.shape == r.shape
+                            and o.dtype == r.dtype and o.device == r.device):
+                        ready = False
+                        break
+                    atol, rtol = self.tolerance(r.dtype)
+                    if not bool(torch.allclose(o.detach(), r, atol=atol, rtol=rtol)):
+                        ready = False
+                        break
+            blocked = not cur.query()
+        except Exception as e:
+            self.sync()
+            code, why = self.cuda_failure(e, "side-stream probe")
+            self.v.reject(code, why)
+            raise Rejected()
+        self.sync()
+        self.checks["side_stream_probe"] = {"output_ready_early": ready, "current_stream_blocked": blocked}
+        if ready and blocked:
+            self.v.reject("side_stream", "the output was complete while the current stream was still held up: the "
+                          "candidate's work ran on another stream that the current stream does not wait for")
+            raise Rejected()
+        self.check_state("side-stream probe")
 
     # ------------------------------------------------------------------------------------------
     # timing
@@ -513,22 +601,30 @@ class Judge:
         in_bytes = sum(x.numel() * x.element_size() for x in probe if isinstance(x, torch.Tensor))
         del probe
         target = float(self.req.get("batch_s", 0.004))
-        pool_n = int(min(max(math.ceil(target / per_call), 4), int(self.req.get("max_pool", 32))))
+        max_pool = int(self.req.get("max_pool", 32 if self.cuda else 4))
+        pool_n = int(min(max(math.ceil(target / per_call), 2), max_pool))
         if self.cuda:
             free, _ = torch.cuda.mem_get_info()
             pool_n = max(2, min(pool_n, int(0.25 * free // max(in_bytes * 3, 1))))
         pool = [self.make_inputs(self.seed * 1000 + 500 + i) for i in range(pool_n)]
+        self.check_state("before the baselines")
         contenders = self.prepare_baselines(pool)
+        self.resnapshot()  # torch.compile and graph capture are the judge's own doing
         new = self.new
         contenders = dict(contenders)
         contenders["candidate"] = lambda i: new(*pool[i])
-        self.check_state("preparing the baselines")
-        # warm-up
+        # warm-up (baselines first: anything they start is the judge's; then the snapshot again)
         with torch.no_grad():
-            for name, f in list(contenders.items()):
+            for name, f in sorted(contenders.items(), key=lambda kv: kv[0] == "candidate"):
+                if name == "candidate":
+                    self.sync()
+                    self.resnapshot()
                 for i in range(min(2, pool_n)):
                     try:
-                        f(i)
+                        if name == "candidate":
+                            self.watching_reference(lambda: f(i), "warm-up")
+                        else:
+                            f(i)
                     except Exception as e:
                         if name == "candidate":
                             code, why = self.cuda_failure(e, "warm-up")
@@ -561,17 +657,25 @@ class Judge:
                 outs = []
                 keep = n in ("candidate", "eager")
                 self.sync()
+                if n == "candidate":
+                    self.resnapshot()
                 if self.cuda:
-                    e0 = torch.cuda.Event(enable_timing=True)
-                    e1 = torch.cuda.Event(enable_timing=True)
+                    e0 = self._Event(enable_timing=True)
+                    e1 = self._Event(enable_timing=True)
                     e0.record()
                 t0 = _perf()
+                def batch():
+                    for i in range(pool_n):
+                        o = f(i)
+                        if keep:
+                            outs.append(o)
+
                 try:
                     with torch.no_grad():
-                        for i in range(pool_n):
-                            o = f(i)
-                            if keep:
-                                outs.append(o)
+                        if n == "candidate":
+                            self.watching_reference(batch, "timed round %d" % (rnd + 1))
+                        else:
+                            batch()
                     if self.cuda:
                         e1.record()
                     self.sync()
@@ -651,6 +755,15 @@ class Judge:
         self.glob = guards.global_state(torch)
         self.py_threads = guards.python_threads()
         self.os_threads = guards.os_threads()
+        # Every Python thread started from now on reports itself once, even if it ends at once.
+        def on_thread_start(*_):
+            self.started_threads.append(threading.current_thread().name)
+            sys.setprofile(None)
+        threading.setprofile(on_thread_start)
+        self.threads_seen = 0
+        if self.cuda:
+            self.probe_stream = torch.cuda.Stream()  # the judge's own, made before the candidate runs
+        self.ids = guards.identity_snapshot(torch, self.extra_ids)
         self.load_candidate()
         self.build_models()
         self.verify()

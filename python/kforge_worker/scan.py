@@ -189,7 +189,7 @@ class _Scanner(ast.NodeVisitor):
             self.add(FORBIDDEN_MODULES[root], name, node)
         if self.task_stem and root == self.task_stem:
             self.add("reference_call", name, node)
-        if root == "kforge" or root.startswith("kforge"):
+        if root in ("kforge", "kforge_worker", "kforge_task", "kforge_candidate"):
             self.add("reference_call", name, node)
 
     def visit_Import(self, node):
