@@ -16,11 +16,12 @@ int main(int argc, char** argv) {
   kforge::register_eval(app);
   kforge::register_optimize(app);
   kforge::register_tasks(app);
-  CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks");
+  CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks, tuning, export");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);
   kforge::register_hgemm_tune(*hgemm);
   kforge::register_hgemm_compare(*hgemm);
+  kforge::register_hgemm_export(*hgemm);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
