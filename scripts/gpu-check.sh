@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [tune] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [tune] [ours] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
 # Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
@@ -47,7 +47,16 @@ fi
 if has tune; then
   echo "== tune the grid (resumable; the table is rewritten after every shape)"
   /usr/bin/time -f "tune wall %e s" timeout 560 $kf hgemm tune --shapes "${TUNE_SHAPES:-grid}" --layouts nn,tn \
-    --budget "${TUNE_BUDGET:-480}" --out "$out/dispatch-table.json" --db "$out/runs.db" 2>&1 | tail -15 || true
+    --budget "${TUNE_BUDGET:-480}" --baselines "${TUNE_BASELINES:-ours_all}" --max-variants "${TUNE_VARIANTS:-8}" \
+    --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" 2>&1 | tail -15 || true
+fi
+if has ours; then
+  echo "== kforge's dispatched kernels against cuBLASLt auto-tuning over the grid (offline), then graph and server on the subset"
+  table=(); [ -f "$out/dispatch-table.json" ] && table=(--table "$out/dispatch-table.json")
+  /usr/bin/time -f "ours grid wall %e s" timeout 300 $kf hgemm bench --baselines lt_auto,ours "${table[@]}" \
+    --out "$out/ours-grid.csv" --db "$out/runs.db" 2>&1 | tail -40 || true
+  timeout 200 $kf hgemm bench --baselines lt_auto,ours "${table[@]}" --shapes data/shapes/subset.txt --mode graph,server \
+    --out "$out/ours-subset.csv" --db "$out/runs.db" 2>&1 | tail -40 || true
 fi
 if has grid; then
   echo "== grid run 1 (offline, nn+tn, every baseline)"

@@ -48,7 +48,8 @@ const KernelVariant* heuristic_choice(const kforge_hgemm_problem& p, int sms, in
     } else if (tiles(p, 128, 128) * 2 <= sms && p.k >= 2048) {
       // Too few output tiles to fill the SMs and a long K: split K across a cluster.
       const int64_t t = tiles(p, 64, 64);
-      v = t * 8 <= sms ? named("sm90", p, "64x64_s4_c1_k8_g0_false")
+      v = t * 16 <= sms ? named("sm90", p, "64x64_s8_c1_k16_g0_false")
+          : t * 8 <= sms ? named("sm90", p, "64x64_s8_c1_k8_g0_false")
           : t * 4 <= sms ? named("sm90", p, "64x64_s4_c1_k4_g0_false")
                          : named("sm90", p, "64x64_s4_c1_k2_g0_false");
     } else if (tiles(p, 128, 128) >= sms / 2) {

@@ -38,17 +38,23 @@ struct Traits {
   static constexpr int kStageBytes = kTileA + kTileB;
   static constexpr int kPipeBytes = STAGES * kStageBytes;
   static constexpr int kRedBytes = SPLITK > 1 ? BM * BN * 4 : 0;  // split-K partial tile (fp32)
-  static constexpr int kSmemBytes = (kPipeBytes > kRedBytes ? kPipeBytes : kRedBytes) + 1024 /*align*/ + 256 /*barriers*/;
+  // Epilogue staging: each consumer warp owns 16 rows x 64 columns of fp16 (rows padded to 72
+  // halves: conflict-free fragment writes), so that global stores go out as whole 128-byte rows.
+  static constexpr int kStageRow = 72;
+  static constexpr int kEpiBytes = SPLITK == 1 ? CONSUMERS * 4 * 16 * kStageRow * 2 : 0;
+  static constexpr int kEpiOffset = kPipeBytes > kRedBytes ? kPipeBytes : kRedBytes;
+  static constexpr int kBarOffset = kEpiOffset + kEpiBytes;
+  static constexpr int kSmemBytes = kBarOffset + 1024 /*align*/ + 256 /*barriers*/;
 
   static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM must be 64, 128, 192 or 256 (m64 wgmmas; TMA box <= 256 rows)");
   static_assert(BM % CONSUMERS == 0 && kRowsPerConsumer % 64 == 0, "each consumer warpgroup owns a multiple of 64 rows");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 2, "1 or 2 consumer warpgroups (register budget: 2 x 128 x 232 + 128 x 40)");
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN must be a multiple of 16 in [16, 256] (wgmma n)");
-  static_assert(L != KFORGE_HGEMM_NN || BN % 64 == 0, "an N-major B tile (nn) is loaded in 64-column swizzle chunks: BN % 64 == 0");
+  static_assert(BN % 64 == 0, "BN % 64 == 0: an N-major B tile (nn) is loaded, and every epilogue stored, in 64-column chunks");
   static_assert(kMmaM * kAccRegs <= 128, "accumulators exceed 128 registers per consumer thread");
   static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 pipeline stages");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KiB a Hopper CTA may have");
-  static_assert(SPLITK >= 1 && SPLITK <= 8, "split-K cluster of 1 to 8 CTAs (portable cluster size)");
+  static_assert(SPLITK >= 1 && SPLITK <= 16, "split-K cluster of 1 to 16 CTAs (over 8: a non-portable cluster size)");
   static_assert(SPLITK == 1 || !PERSISTENT, "cluster split-K runs one tile per CTA");
   static_assert(GROUP_M >= 0 && GROUP_M <= 64, "rasterisation group of 0 to 64 tile rows");
 };
@@ -178,7 +184,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
   // 1 KiB alignment: the swizzle pattern repeats every 1024 bytes and TMA and wgmma must agree.
   const uint32_t raw = smem_u32(smem_raw);
   uint8_t* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + (T::kPipeBytes > T::kRedBytes ? T::kPipeBytes : T::kRedBytes));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + T::kBarOffset);
   uint64_t* empty = full + STAGES;
 
   const int wg = threadIdx.x / 128;
@@ -276,27 +282,40 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       const int row0 = tm * BM + cw * T::kRowsPerConsumer + warp * 16 + lane / 4;
       const int col0 = tn * BN + 2 * (lane % 4);
       if constexpr (SPLITK == 1) {
+        // Through the warp's staging buffer, 64 columns at a time: fragments in, whole rows out.
+        __half* stage = reinterpret_cast<__half*>(smem + T::kEpiOffset) + (cw * 4 + warp) * 16 * T::kStageRow;
+        (void)row0;
+        (void)col0;
 #pragma unroll
         for (int i = 0; i < T::kMmaM; ++i) {
+          const int wrow0 = tm * BM + cw * T::kRowsPerConsumer + i * 64 + warp * 16;
 #pragma unroll
-          for (int j = 0; j < BN / 8; ++j) {
-            const int col = col0 + 8 * j;
+          for (int chunk = 0; chunk < BN / 64; ++chunk) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = row0 + i * 64 + 8 * h;
-              __half2 v;
-              if constexpr (T::kF32)
-                v = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
-              else
-                v = *reinterpret_cast<const __half2*>(&acc[i][2 * j + h]);
-              if (row < p.m) {
-                __half* dst = p.c + int64_t(row) * p.n + col;
-                if (col + 1 < p.n)
-                  *reinterpret_cast<__half2*>(dst) = v;  // n is even whenever this variant runs
-                else if (col < p.n)
-                  *dst = __low2half(v);
+            for (int jj = 0; jj < 8; ++jj) {
+              const int j = chunk * 8 + jj;
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                __half2 v;
+                if constexpr (T::kF32)
+                  v = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+                else
+                  v = *reinterpret_cast<const __half2*>(&acc[i][2 * j + h]);
+                *reinterpret_cast<__half2*>(&stage[(lane / 4 + 8 * h) * T::kStageRow + 8 * jj + 2 * (lane % 4)]) = v;
               }
             }
+            __syncwarp();
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const int idx = q * 32 + lane, r = idx / 8, c8 = (idx % 8) * 8;
+              const int row = wrow0 + r, col = tn * BN + chunk * 64 + c8;
+              if (row < p.m && col < p.n) {
+                __half* dst = p.c + int64_t(row) * p.n + col;
+                // n % 8 == 0 whenever this variant runs: a chunk of 8 is all in or all out.
+                *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(&stage[r * T::kStageRow + c8]);
+              }
+            }
+            __syncwarp();
           }
         }
       }
@@ -421,6 +440,35 @@ inline int device_cc() {
   return cc[dev];
 }
 
+// Encoded tensor maps are cached per host thread, keyed by everything that goes into them: a
+// caller that multiplies the same buffers again (the common case) skips two driver encodes.
+struct MapKey {
+  const void* base;
+  uint64_t inner, outer, ld;
+  uint32_t box_rows;
+  bool operator==(const MapKey& o) const {
+    return base == o.base && inner == o.inner && outer == o.outer && ld == o.ld && box_rows == o.box_rows;
+  }
+};
+
+inline bool cached_map(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t ld, uint32_t box_rows) {
+  constexpr int kSlots = 16;
+  thread_local MapKey keys[kSlots] = {};
+  thread_local CUtensorMap maps[kSlots];
+  thread_local int next = 0;
+  const MapKey key{base, inner, outer, ld, box_rows};
+  for (int i = 0; i < kSlots; ++i)
+    if (keys[i] == key) {
+      *map = maps[i];
+      return true;
+    }
+  if (!encode_map(map, base, inner, outer, ld, box_rows)) return false;
+  keys[next] = key;
+  maps[next] = *map;
+  next = (next + 1) % kSlots;
+  return true;
+}
+
 inline int sm_count() {
   static int n = [] {
     int dev = 0, v = 0;
@@ -471,9 +519,9 @@ struct Gemm {
       return kRunUnsupported;
     const kforge_hgemm_problem& pr = a->problem;
     CUtensorMap ma, mb;
-    if (!encode_map(&ma, a->a, uint64_t(pr.k), uint64_t(pr.m), uint64_t(pr.k), BM)) return kRunNoTensorMap;
-    const bool ok_b = L == KFORGE_HGEMM_TN ? encode_map(&mb, a->b, uint64_t(pr.k), uint64_t(pr.n), uint64_t(pr.k), BN)
-                                           : encode_map(&mb, a->b, uint64_t(pr.n), uint64_t(pr.k), uint64_t(pr.n), kBK);
+    if (!cached_map(&ma, a->a, uint64_t(pr.k), uint64_t(pr.m), uint64_t(pr.k), BM)) return kRunNoTensorMap;
+    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, a->b, uint64_t(pr.k), uint64_t(pr.n), uint64_t(pr.k), BN)
+                                           : cached_map(&mb, a->b, uint64_t(pr.n), uint64_t(pr.k), uint64_t(pr.n), kBK);
     if (!ok_b) return kRunNoTensorMap;
     Params p;
     p.c = static_cast<__half*>(a->c);
@@ -485,8 +533,15 @@ struct Gemm {
     p.k_tiles = int((pr.k + kBK - 1) / kBK);
     const int tiles = p.tiles_m * p.tiles_n;
     auto kernel = gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>;
-    static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-    if (attr != cudaSuccess) return kRunLaunchFailed;
+    static const cudaError_t attr = [&] {
+      cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+      if (e == cudaSuccess && SPLITK > 8) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      return e;
+    }();
+    if (attr != cudaSuccess) {
+      cudaGetLastError();
+      return kRunLaunchFailed;
+    }
 
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attrs[1];

@@ -59,11 +59,17 @@ const KernelVariant kVariants[] = {
     KF_SM90_F32(128, 64, 6, 2, 1, 8, false)
     KF_SM90_F32(64, 128, 6, 1, 1, 8, false)
     KF_SM90_F32(64, 64, 6, 1, 1, 0, false)
+    KF_SM90_F32(64, 256, 4, 1, 1, 8, false)
+    KF_SM90_F32(128, 256, 4, 2, 1, 8, false)
     // Small M*N, long K: split-K across a cluster, reduced through distributed shared memory.
     KF_SM90_F32(64, 64, 4, 1, 2, 0, false)
     KF_SM90_F32(64, 64, 4, 1, 4, 0, false)
     KF_SM90_F32(64, 64, 4, 1, 8, 0, false)
+    KF_SM90_F32(64, 64, 8, 1, 8, 0, false)
+    KF_SM90_F32(64, 64, 8, 1, 16, 0, false)
     KF_SM90_F32(64, 128, 4, 1, 4, 0, false)
+    KF_SM90_F32(64, 128, 8, 1, 8, 0, false)
+    KF_SM90_F32(128, 64, 8, 2, 4, 0, false)
     KF_SM90_F32(128, 128, 4, 2, 2, 0, false)
     KF_SM90_F32(128, 128, 4, 2, 4, 0, false)
 

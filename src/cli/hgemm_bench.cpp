@@ -196,7 +196,9 @@ double predicted_us(const kernels::KernelConfig& c, const Shape& sh, const Devic
   const double k_per = std::ceil(double(sh.k) / c.splitk / 64.0) * 64.0;
   const double tile_us = 2.0 * area * k_per / (ceil.tensor_tflops * 1e6 / sms * eff);
   const double mem_us = hgemm_bytes(sh) / (ceil.bandwidth_gbs * 1e3);
-  const double reduce_us = c.splitk > 1 ? 1.0 : 0.0;
+  // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
+  // a plain launch doing the same per-CTA work (docs/perf-notes.md).
+  const double reduce_us = c.splitk > 1 ? 5.0 : 0.0;
   return std::max(waves * tile_us, mem_us) + reduce_us + 2.0;
 }
 
