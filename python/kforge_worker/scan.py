@@ -169,8 +169,8 @@ class _Scanner(ast.NodeVisitor):
         line = node_or_line if isinstance(node_or_line, int) else getattr(node_or_line, "lineno", 0)
         text = self.lines[line - 1].strip()[:200] if 0 < line <= len(self.lines) else ""
         for f in self.findings:
-            if f.rule == rule and f.symbol == symbol and f.line == line:
-                return
+            if f.rule == rule and f.line == line:
+                return  # one finding per rule and line: the first (outermost) symbol
         self.findings.append(Finding(rule, symbol, line, text))
 
     def resolve(self, dotted):
