@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the lent GPU machine, after kforge is built (scripts/gpu-check.sh build, into build-gpu/):
+# the PyTorch-task GPU tests. Builds nothing itself.
+#   scripts/gpu-check-pytorch.sh [tasks] [corpus]     (default: both)
+#   tasks   a full pass over tasks/kforge with every baseline (eager, torch.compile, reduce-overhead,
+#           CUDA graphs), cold caches, must take under 10 minutes; the metrics table goes to $OUT
+#   corpus  the red-team corpus (tests/corpus/torch/manifest.json) with the static scan, then with
+#           the run-time defences alone
+# Results and logs go to $OUT (or results/gpu-check-pytorch when OUT is unset):
+#   own-tasks-metrics.csv/.json, own-tasks-verdicts.json, own-tasks-table.txt, corpus-*.json, *.log
+# Needs python3 with torch (CUDA) and ninja on PATH; KFORGE_BUILD names another build folder.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-results/gpu-check-pytorch}
+mkdir -p "$out"
+build=${KFORGE_BUILD:-build-gpu}
+tests=./$build/kforge_gpu_tests
+[ -x "$tests" ] || { echo "no $tests: build first (scripts/gpu-check.sh build)"; exit 1; }
+stages=("$@")
+((${#stages[@]})) || stages=(tasks corpus)
+has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+export KFORGE_TORCH_OUT=$PWD/$out
+# A cache of its own, emptied: the full pass is timed from a cold start (extensions, Inductor, Triton).
+export KFORGE_CACHE_DIR=$PWD/$build/cache-pytorch
+has tasks && rm -rf "$KFORGE_CACHE_DIR"
+echo "== probe"
+python3 python/kforge_worker probe | tee "$out/probe.json"
+status=0
+if has tasks; then
+  echo "== full pass over tasks/kforge, every baseline"
+  "$tests" --gtest_filter='TorchGpuTest.OwnTasks*' 2>&1 | tee "$out/own-tasks.log" | tail -40 || status=1
+  grep -q "FAILED" "$out/own-tasks.log" && status=1
+fi
+if has corpus; then
+  echo "== red-team corpus"
+  "$tests" --gtest_filter='TorchGpuTest.RedTeam*' 2>&1 | tee "$out/corpus.log" | grep -v "^\[ *OK\|^\[ RUN" | tail -90 || status=1
+  grep -q "FAILED" "$out/corpus.log" && status=1
+fi
+exit $status
