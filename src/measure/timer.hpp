@@ -35,6 +35,9 @@ struct TimingConfig {
   double batch_target_us = 200; // a batch holds enough calls to last about this long
   int max_calls_per_batch = 10000;
   int samples = 5;              // batches (offline, graph) or isolated calls (server)
+  // Interleaved timing of several launches: every batch lasts at least twice the longest single
+  // call, so that each sample of a short call averages over the state a long one leaves behind.
+  bool equal_batches = true;
   bool flush_l2 = false;
   double server_rate_hz = 2000; // server mode: mean call rate
 };
@@ -74,8 +77,9 @@ class Timer {
     GraphExec graph;      // graph mode: the captured batch
   };
   void warm_up(const Launch& f, const TimingConfig& cfg);
-  int calls_for(const Launch& f, const TimingConfig& cfg);
-  void prepare(const Launch& f, const TimingConfig& cfg, Prepared& prep);
+  double estimate_us(const Launch& f, const TimingConfig& cfg);  // per call, from a short probe
+  int calls_for(double est_us, double target_us, const TimingConfig& cfg) const;
+  void prepare(const Launch& f, const TimingConfig& cfg, double target_us, double est_us, Prepared& prep);
   double sample(const Launch& f, const TimingConfig& cfg, Prepared& prep);  // microseconds per call
   void flush();
   void validate(const TimingConfig& cfg) const;
