@@ -385,6 +385,23 @@ def scan_source(source, allow_streams=False, require_cuda_kernel=False, task_ste
     return s.findings
 
 
+def task_policy(task_path):
+    """The task's KFORGE = {...} declaration, read from its syntax tree (the task is not run)."""
+    try:
+        with open(task_path, "rb") as f:
+            tree = ast.parse(f.read().decode("utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "KFORGE" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return {}
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
 def main(argv):
     import argparse
     p = argparse.ArgumentParser(prog="kforge_worker scan")
@@ -402,7 +419,9 @@ def main(argv):
     except UnicodeDecodeError:
         print(json.dumps({"findings": [{"rule": "not_text", "symbol": "", "line": 0, "text": "not UTF-8 text"}]}))
         return 0
-    fs = scan_source(src, a.allow_streams, a.require_cuda_kernel, stem)
+    policy = task_policy(a.task) if a.task else {}
+    require = a.require_cuda_kernel or bool(policy.get("require_cuda_kernel", False))
+    fs = scan_source(src, a.allow_streams, require, stem)
     print(json.dumps({"findings": [f.to_json() for f in fs]}))
     return 0
 

@@ -291,9 +291,11 @@ TEST(TorchProtocol, WorkerWithoutTorchSaysSo) {
 // ---------------------------------------------------------------------------------------------
 // The static scan of Python candidates (python3 only, no torch)
 
-std::vector<std::string> scan_rules(const std::string& source, const std::vector<std::string>& flags = {}) {
+std::vector<std::string> scan_rules(const std::string& source, const std::vector<std::string>& flags = {},
+                                    const std::string& task = "") {
   const std::string dir = test::temp_dir();
   write(dir + "/cand.py", source);
+  if (!task.empty()) write(dir + "/my_task.py", task);
   std::vector<std::string> argv = {find_python(), kSource + "/python/kforge_worker", "scan", dir + "/cand.py", "--task",
                                    dir + "/my_task.py"};
   argv.insert(argv.end(), flags.begin(), flags.end());
@@ -358,6 +360,10 @@ TEST(TorchScan, CudaSourcesInStringsAreScannedToo) {
   // The policy: a __global__ kernel built through cpp_extension, no ATen compute from C++.
   EXPECT_EQ(scan_rules("import torch\n" + kModelNew, {"--require-cuda-kernel"}), V{"no_cuda_kernel@1"});
   EXPECT_EQ(scan_rules(pre + "__global__ void k(float* p) { p[0] = 1.f; }\n" + post, {"--require-cuda-kernel"}), V{});
+  // ... or the task asks for it.
+  EXPECT_EQ(scan_rules("import torch\n" + kModelNew, {}, "KFORGE = {'require_cuda_kernel': True, 'atol': 1e-3}\n"),
+            V{"no_cuda_kernel@1"});
+  EXPECT_EQ(scan_rules("import torch\n" + kModelNew, {}, "KFORGE = {'atol': 1e-3}\n"), V{});
   EXPECT_EQ(scan_rules(pre + "__global__ void k(float* p) {}\ntorch::Tensor f(torch::Tensor a) { return at::matmul(a, a); }\n" +
                            post,
                        {"--require-cuda-kernel"}),
