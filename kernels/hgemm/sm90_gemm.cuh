@@ -506,7 +506,7 @@ struct Gemm {
     if (p->m > (int64_t(1) << 30) || p->n > (int64_t(1) << 30) || p->k > (int64_t(1) << 30)) return false;
     if (p->k % 8 != 0 || p->n % 8 != 0) return false;
     const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + BN - 1) / BN);
-    if (!PERSISTENT && tiles > 0x7FFFFFFF) return false;
+    if (tiles > 0x7FFFFFFF) return false;  // tile indices are 32-bit in the kernel
     return true;
   }
 
