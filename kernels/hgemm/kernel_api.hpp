@@ -27,6 +27,7 @@ struct KernelConfig {
   int splitk = 1;              // sm90: CTAs of one cluster splitting K (reduced through DSMEM)
   int group_m = 0;             // rasterisation: tile rows per group (0: row-major order)
   bool persistent = false;     // sm90: one CTA per SM looping over tiles
+  bool pingpong = false;       // sm90: consumers alternate whole tiles (else they split each tile)
 };
 
 // Return codes of a variant's run(), beyond 0.

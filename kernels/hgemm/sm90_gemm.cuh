@@ -27,9 +27,11 @@ namespace kforge::kernels::sm90 {
 constexpr int kBK = 64;  // 64 halves = one 128-byte swizzle row
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC>
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG = false>
 struct Traits {
-  static constexpr int kRowsPerConsumer = BM / CONSUMERS;
+  // Cooperative (default): the consumer warpgroups split each tile's rows. Ping-pong: each
+  // consumer owns whole tiles, alternating, so that one's epilogue runs under the other's wgmmas.
+  static constexpr int kRowsPerConsumer = PINGPONG ? BM : BM / CONSUMERS;
   static constexpr int kMmaM = kRowsPerConsumer / 64;  // m64 wgmmas per consumer per k16 step
   static constexpr bool kF32 = ACC == KFORGE_HGEMM_ACC_F32;
   static constexpr int kAccRegs = kF32 ? BN / 2 : BN / 4;  // per m64 wgmma, per thread
@@ -47,7 +49,9 @@ struct Traits {
   static constexpr int kSmemBytes = kBarOffset + 1024 /*align*/ + 256 /*barriers*/;
 
   static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM must be 64, 128, 192 or 256 (m64 wgmmas; TMA box <= 256 rows)");
-  static_assert(BM % CONSUMERS == 0 && kRowsPerConsumer % 64 == 0, "each consumer warpgroup owns a multiple of 64 rows");
+  static_assert(kRowsPerConsumer * (PINGPONG ? 1 : CONSUMERS) == BM && kRowsPerConsumer % 64 == 0,
+                "each consumer warpgroup owns a multiple of 64 rows");
+  static_assert(!PINGPONG || (SPLITK == 1 && CONSUMERS == 2), "ping-pong: two consumers, no split-K");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 2, "1 or 2 consumer warpgroups (register budget: 2 x 128 x 232 + 128 x 40)");
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN must be a multiple of 16 in [16, 256] (wgmma n)");
   static_assert(BN % 64 == 0, "BN % 64 == 0: an N-major B tile (nn) is loaded, and every epilogue stored, in 64-column chunks");
@@ -114,6 +118,14 @@ __device__ __forceinline__ void regs_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
+// Named barriers (ids 2 and 3: the ping-pong order between two consumer warpgroups).
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
@@ -175,11 +187,11 @@ struct Params {
 };
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC>
-__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>::kThreads, 1)
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG>
+__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG>;
   extern __shared__ uint8_t smem_raw[];
   // 1 KiB alignment: the swizzle pattern repeats every 1024 bytes and TMA and wgmma must agree.
   const uint32_t raw = smem_u32(smem_raw);
@@ -192,7 +204,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], CONSUMERS);
+      mbar_init(&empty[s], PINGPONG ? 1 : CONSUMERS);  // the consumers that read each stage
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -235,9 +247,16 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
     const int cw = wg - 1;  // consumer index
     using Acc = typename std::conditional<T::kF32, float, uint32_t>::type;
     Acc acc[T::kMmaM][T::kAccRegs];
-    int it = 0;
     const int warp = tid / 32, lane = tid % 32;
-    for (int t = first_tile; t < num_tiles; t += tile_step) {
+    const int row_off = PINGPONG ? 0 : cw * T::kRowsPerConsumer;  // this consumer's rows of a tile
+    int ordinal = 0;  // this CTA's tiles, counted: tile j uses the producer's iterations j*KT .. j*KT+KT-1
+    for (int t = first_tile; t < num_tiles; t += tile_step, ++ordinal) {
+      if (PINGPONG && ordinal % CONSUMERS != cw) continue;
+      // Ping-pong order: a consumer starts tile j only once the other has issued tile j-1's last
+      // wgmma. Besides ordering the tensor cores, this keeps every full-barrier wait within one
+      // phase of the barrier (a parity wait cannot tell phase P from P-2).
+      if (PINGPONG && ordinal > 0) named_sync(cw == 0 ? 3 : 2, 256);
+      int it = ordinal * (kt_end - kt_begin);
       int tm, tn;
       tile_coords<GROUP_M>(t, p.tiles_m, p.tiles_n, tm, tn);
 #pragma unroll
@@ -249,7 +268,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       for (int kt = kt_begin; kt < kt_end; ++kt, ++it) {
         const int s = it % STAGES;
         mbar_wait(&full[s], (it / STAGES) & 1);
-        const uint32_t sa = smem_u32(smem + s * T::kStageBytes) + cw * T::kRowsPerConsumer * 128;
+        const uint32_t sa = smem_u32(smem + s * T::kStageBytes) + row_off * 128;
         const uint32_t sb = smem_u32(smem + s * T::kStageBytes + T::kTileA);
         wgmma_fence();
 #pragma unroll
@@ -274,12 +293,13 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
         if (prev_stage >= 0 && tid == 0) mbar_arrive(&empty[prev_stage]);
         prev_stage = s;
       }
+      if (PINGPONG && t + tile_step < num_tiles) named_arrive(cw == 0 ? 2 : 3, 256);  // the other may start
       wgmma_wait<0>();
       if (prev_stage >= 0 && tid == 0) mbar_arrive(&empty[prev_stage]);
 
       // Epilogue. Accumulator layout of m64nN: warp w holds rows 16w..16w+15; lane l holds rows
       // l/4 and l/4+8 of them, columns 8j + 2(l%4) + {0,1} for j < N/8.
-      const int row0 = tm * BM + cw * T::kRowsPerConsumer + warp * 16 + lane / 4;
+      const int row0 = tm * BM + row_off + warp * 16 + lane / 4;
       const int col0 = tn * BN + 2 * (lane % 4);
       if constexpr (SPLITK == 1) {
         // Through the warp's staging buffer, 64 columns at a time: fragments in, whole rows out.
@@ -288,7 +308,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
         (void)col0;
 #pragma unroll
         for (int i = 0; i < T::kMmaM; ++i) {
-          const int wrow0 = tm * BM + cw * T::kRowsPerConsumer + i * 64 + warp * 16;
+          const int wrow0 = tm * BM + row_off + i * 64 + warp * 16;
 #pragma unroll
           for (int chunk = 0; chunk < BN / 64; ++chunk) {
 #pragma unroll
@@ -332,7 +352,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
           for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const int r = cw * T::kRowsPerConsumer + i * 64 + warp * 16 + lane / 4 + 8 * h;
+              const int r = row_off + i * 64 + warp * 16 + lane / 4 + 8 * h;
               const int cidx = 8 * j + 2 * (lane % 4);
               float x0, x1;
               if constexpr (T::kF32) {
@@ -358,19 +378,22 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       tile_coords<GROUP_M>(first_tile, p.tiles_m, p.tiles_n, tm, tn);
       const int ct = threadIdx.x - 128, cthreads = CONSUMERS * 128;
       constexpr int kVec = BN / 4;  // float4 per row
-      for (int e = ct; e < BM * kVec; e += cthreads) {
-        const int r = e / kVec, c4 = e % kVec;
-        if (r % SPLITK != int(rank)) continue;
+      const int my_rows = (BM - int(rank) + SPLITK - 1) / SPLITK;  // rows rank, rank + S, ...
+      for (int e = ct; e < my_rows * kVec; e += cthreads) {
+        const int r = int(rank) + (e / kVec) * SPLITK, c4 = e % kVec;
         const int row = tm * BM + r, col = tn * BN + c4 * 4;
         if (row >= p.m || col >= p.n) continue;
+        // All S remote loads in flight at once (DSMEM latency is ~0.5 us), then summed in rank order.
+        float4 v[SPLITK];
+#pragma unroll
+        for (int q = 0; q < SPLITK; ++q) v[q] = ld_dsmem_f4(&red[r * BN + c4 * 4], uint32_t(q));
         float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 1
+#pragma unroll
         for (int q = 0; q < SPLITK; ++q) {
-          const float4 v = ld_dsmem_f4(&red[r * BN + c4 * 4], uint32_t(q));
-          sum.x += v.x;
-          sum.y += v.y;
-          sum.z += v.z;
-          sum.w += v.w;
+          sum.x += v[q].x;
+          sum.y += v[q].y;
+          sum.z += v[q].z;
+          sum.w += v[q].w;
         }
         __half* dst = p.c + int64_t(row) * p.n + col;
         if constexpr (ACC == KFORGE_HGEMM_ACC_F16) {
@@ -480,9 +503,9 @@ inline int sm_count() {
 }
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC>
+          kforge_hgemm_acc ACC, bool PINGPONG = false>
 struct Gemm {
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG>;
 
   static constexpr KernelConfig config() {
     KernelConfig c;
@@ -495,6 +518,7 @@ struct Gemm {
     c.splitk = SPLITK;
     c.group_m = GROUP_M;
     c.persistent = PERSISTENT;
+    c.pingpong = PINGPONG;
     return c;
   }
 
@@ -532,7 +556,7 @@ struct Gemm {
     p.tiles_n = int((pr.n + BN - 1) / BN);
     p.k_tiles = int((pr.k + kBK - 1) / kBK);
     const int tiles = p.tiles_m * p.tiles_n;
-    auto kernel = gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC>;
+    auto kernel = gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG>;
     static const cudaError_t attr = [&] {
       cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
       if (e == cudaSuccess && SPLITK > 8) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);

@@ -29,6 +29,19 @@ namespace {
   KF_SM90(KFORGE_HGEMM_NN, A, "nn", AN, __VA_ARGS__)               \
   KF_SM90(KFORGE_HGEMM_TN, A, "tn", AN, __VA_ARGS__)
 
+// Ping-pong schedule: two consumer warpgroups alternate whole tiles (persistent).
+#define KF_SM90_PP(L, A, LN, AN, BM, BN, ST, G)                                                                   \
+  {"sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_pp",                       \
+   sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>::config(),                                                    \
+   L,                                                                                                              \
+   A,                                                                                                              \
+   &sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>::supports,                                                   \
+   &sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>::workspace_size,                                             \
+   &sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>::run},
+#define KF_SM90_PP_F32(...)                                                 \
+  KF_SM90_PP(KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32, "nn", "f32", __VA_ARGS__) \
+  KF_SM90_PP(KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "tn", "f32", __VA_ARGS__)
+
 // fp32 accumulation: the tuned space.
 #define KF_SM90_F32(...) KF_SM90_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
 // fp16 accumulation: a smaller space (correct and reasonably fast; not a performance target).
@@ -54,6 +67,10 @@ const KernelVariant kVariants[] = {
     KF_SM90_F32(128, 192, 4, 2, 1, 8, true)
     KF_SM90_F32(128, 128, 6, 2, 1, 8, true)
     KF_SM90_F32(256, 128, 4, 2, 1, 8, true)
+    // Ping-pong: each consumer's epilogue hides under the other's main loop.
+    KF_SM90_PP_F32(128, 128, 6, 8)
+    KF_SM90_PP_F32(64, 256, 4, 8)
+    KF_SM90_PP_F32(128, 64, 8, 8)
     // Mid-size shapes: one tile per CTA.
     KF_SM90_F32(128, 128, 4, 2, 1, 8, false)
     KF_SM90_F32(128, 64, 6, 2, 1, 8, false)
