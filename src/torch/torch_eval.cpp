@@ -50,6 +50,7 @@ nlohmann::json probe_python(const std::string& python_in, const std::string& wor
   if (python.empty()) return {{"error", "no python3 found (set KFORGE_PYTHON)"}};
   ProcessOptions po;
   po.timeout_s = 60;
+  po.env = {"PYTHONDONTWRITEBYTECODE=1"};
   const ProcessResult r = run_process({python, python_worker_dir(worker_dir) + "/kforge_worker", "probe"}, po);
   if (!r.ok()) return {{"error", "the worker probe failed: " + r.describe()}, {"python", python}};
   try {
@@ -130,6 +131,7 @@ TorchEvaluator::Prepared TorchEvaluator::prepare(const TorchJob& job) const {
     if (opts_.require_cuda_kernel) argv.push_back("--require-cuda-kernel");
     ProcessOptions po;
     po.timeout_s = 60;
+    po.env = {"PYTHONDONTWRITEBYTECODE=1"};
     const ProcessResult r = run_process(argv, po);
     nlohmann::json j;
     try {
