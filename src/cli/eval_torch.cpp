@@ -29,6 +29,7 @@ struct TorchCliOptions {
   uint64_t seed = 1;
   double atol = -1, rtol = -1;
   double compile_timeout = 300;
+  double import_timeout = 60;
   double run_timeout = 300;
   bool json = false;
   std::string out;
@@ -92,6 +93,7 @@ void run_eval_torch(const TorchCliOptions& o) {
     check_writable(m);
   }
   if (!(o.compile_timeout > 0)) KF_USAGE_ERROR("--compile-timeout must be positive");
+  if (!(o.import_timeout > 0)) KF_USAGE_ERROR("--import-timeout must be positive");
   if (!(o.run_timeout > 0)) KF_USAGE_ERROR("--run-timeout must be positive");
 
   TorchEvalOptions eo;
@@ -104,6 +106,7 @@ void run_eval_torch(const TorchCliOptions& o) {
   if (o.atol >= 0) eo.atol = o.atol;
   if (o.rtol >= 0) eo.rtol = o.rtol;
   eo.compile_timeout_s = o.compile_timeout;
+  eo.import_timeout_s = o.import_timeout;
   eo.run_timeout_s = o.run_timeout;
   eo.allow_streams = o.allow_streams;
   eo.require_cuda_kernel = o.require_cuda_kernel;
@@ -190,6 +193,9 @@ void register_eval_torch(CLI::App& eval) {
                                      "for fp16/bf16)");
   eval.add_option("--rtol", o->rtol, "relative tolerance (default as for --atol)");
   eval.add_option("--compile-timeout", o->compile_timeout, "seconds importing (building) one candidate may take")
+      ->capture_default_str();
+  eval.add_option("--import-timeout", o->import_timeout,
+                  "seconds importing a candidate may take once its extension is built (or when it has none)")
       ->capture_default_str();
   eval.add_option("--run-timeout", o->run_timeout, "seconds the rest of one candidate's judgement may take")
       ->capture_default_str();

@@ -210,7 +210,11 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
       v.candidate = jobs[i].candidate;
       v.reject(reason::kCompileTimeout, "building the candidate's extension " + build_failure[i]);
     } else {
-      v = run_in_worker(jobs[i], prepared[i].build_dir);
+      // The import is quick once the extension is built: a hang there need not wait for a build's time-out.
+      const bool built = !prepared[i].needs_build || (opts_.prebuild && build_seconds[i] >= 0);
+      const double load_timeout =
+          built && opts_.import_timeout_s > 0 ? opts_.import_timeout_s : opts_.compile_timeout_s;
+      v = run_in_worker(jobs[i], prepared[i].build_dir, load_timeout);
     }
     v.candidate = jobs[i].candidate;
     v.details["task"] = jobs[i].task;
@@ -222,7 +226,7 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
   return out;
 }
 
-Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& build_dir) {
+Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& build_dir, double load_timeout_s) {
   nlohmann::json req = {{"id", next_id_++},
                         {"op", "torch"},
                         {"task", fs::absolute(job.task).string()},
@@ -252,14 +256,14 @@ Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& bu
   nlohmann::json phases = nlohmann::json::object();
   std::string line;
   while (true) {
-    const double limit = phase == "loading" ? opts_.compile_timeout_s : opts_.run_timeout_s;
+    const double limit = phase == "loading" ? load_timeout_s : opts_.run_timeout_s;
     switch (worker.read_line(limit, line)) {
       case WorkerProcess::Read::kTimeout:
         worker.kill();
         if (phase == "loading")
           v.reject(reason::kCompileTimeout, strf("importing (building) the candidate took more than %.0f s; the worker "
                                                  "was killed",
-                                                 opts_.compile_timeout_s));
+                                                 load_timeout_s));
         else
           v.reject(reason::kTimeout, strf("no verdict within %.0f s after phase '%s': the candidate hangs or is far "
                                           "too slow; the worker was killed",

@@ -31,6 +31,8 @@ struct TorchEvalOptions {
   int trials = 5;                              // verification trials, fresh inputs each
   uint64_t seed = 1;
   double compile_timeout_s = 300;              // building (importing) one candidate
+  double import_timeout_s = 0;                 // importing a candidate whose build is done (or that has
+                                               // none); 0: compile_timeout_s
   double run_timeout_s = 300;                  // everything else for one candidate
   std::optional<double> atol, rtol;            // override the task's and the dtype's tolerance
   bool allow_streams = false;                  // let candidates create streams (scan)
@@ -71,7 +73,7 @@ class TorchEvaluator {
  private:
   struct Prepared;
   Prepared prepare(const TorchJob& job) const;
-  Verdict run_in_worker(const TorchJob& job, const std::string& build_dir);
+  Verdict run_in_worker(const TorchJob& job, const std::string& build_dir, double load_timeout_s);
 
   TorchEvalOptions opts_;
   int64_t next_id_ = 1;

@@ -79,7 +79,8 @@ void check_corpus(bool scan) {
   o.samples = 5;
   o.trials = 3;
   o.static_scan = scan;
-  o.compile_timeout_s = 240;
+  o.compile_timeout_s = 240;  // cold builds, eight at a time
+  o.import_timeout_s = 30;    // bad/hang_at_import.py waits this long
   o.run_timeout_s = 240;
   TorchEvaluator ev(o);
   const auto t0 = std::chrono::steady_clock::now();

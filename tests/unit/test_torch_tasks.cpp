@@ -3,6 +3,7 @@
 // and, where torch is installed, the real worker on the red-team corpus with device=cpu.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -253,6 +254,22 @@ TEST(TorchProtocol, PhasesTimeOutsCrashesAndABatchThatGoesOn) {
   for (const Verdict& x : v)
     if (!x.correct) EXPECT_EQ(x.reward, 0.0);
   EXPECT_EQ(ev.workers_started(), 7);  // one per candidate that reached a worker
+}
+
+TEST(TorchProtocol, ImportTimeOutOnceBuilt) {
+  if (!have_python()) GTEST_SKIP() << "SKIPPED: no python3";
+  const std::string dir = test::temp_dir();
+  write(dir + "/task.py", "# task\n");
+  write(dir + "/hang_loading.py", "# no extension to build\n");
+  TorchEvalOptions o = fake_options();
+  o.compile_timeout_s = 100;
+  o.import_timeout_s = 1;
+  TorchEvaluator ev(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Verdict v = ev.evaluate({dir + "/task.py", dir + "/hang_loading.py"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+  EXPECT_EQ(v.reasons, std::vector<std::string>{"compile_timeout"});
+  EXPECT_NE(v.message.find("more than 1 s"), std::string::npos) << v.message;
 }
 
 TEST(TorchProtocol, BadOptionsAreUsageErrors) {
