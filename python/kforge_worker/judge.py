@@ -235,7 +235,6 @@ class Judge:
     # outputs
 
     def flatten(self, out, where):
-        torch = self.torch
         if isinstance(out, (tuple, list)):
             return list(out), type(out).__name__
         return [out], "tensor"
@@ -251,7 +250,7 @@ class Judge:
             return "lazy_output", "an output lives on %s" % t.device
         try:
             st = t.untyped_storage()
-            base, nbytes = st.data_ptr(), st.nbytes()
+            nbytes = st.nbytes()
         except Exception as e:
             return "lazy_output", "an output has no real storage (%s)" % _last_line(e)
         if t.numel() > 0:
@@ -359,7 +358,6 @@ class Judge:
     # stages
 
     def load_task(self):
-        torch = self.torch
         path = self.req["task"]
         try:
             self.task = _load_module(path, "kforge_task")
@@ -375,7 +373,6 @@ class Judge:
             self.details["task_policy"] = {k: decl[k] for k in decl if isinstance(decl[k], (int, float, str, bool))}
 
     def load_candidate(self):
-        torch = self.torch
         path = self.req["candidate"]
         build = self.req.get("build_dir")
         if build:
