@@ -11,6 +11,7 @@
 # Needs python3 with torch (CUDA) and ninja on PATH; KFORGE_BUILD names another build folder.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"  # nvcc for load_inline
 out=${OUT:-results/gpu-check-pytorch}
 mkdir -p "$out"
 build=${KFORGE_BUILD:-build-gpu}
