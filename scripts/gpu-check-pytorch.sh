@@ -8,7 +8,8 @@
 #           the run-time defences alone
 # Results and logs go to $OUT (or results/gpu-check-pytorch when OUT is unset):
 #   own-tasks-metrics.csv/.json, own-tasks-verdicts.json, own-tasks-table.txt, corpus-*.json, *.log
-# Needs python3 with torch (CUDA) and ninja on PATH; KFORGE_BUILD names another build folder.
+# Needs python3 with torch (CUDA) and ninja on PATH; KFORGE_BUILD names another build folder;
+# KFORGE_KEEP_CACHE=1 keeps the cache of built extensions and compiled baselines (a warm pass).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"  # nvcc for load_inline
@@ -23,7 +24,7 @@ has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; 
 export KFORGE_TORCH_OUT=$PWD/$out
 # A cache of its own, emptied: the full pass is timed from a cold start (extensions, Inductor, Triton).
 export KFORGE_CACHE_DIR=$PWD/$build/cache-pytorch
-has tasks && rm -rf "$KFORGE_CACHE_DIR"
+has tasks && [ "${KFORGE_KEEP_CACHE:-0}" != 1 ] && rm -rf "$KFORGE_CACHE_DIR"
 echo "== probe"
 python3 python/kforge_worker probe | tee "$out/probe.json"
 status=0
