@@ -61,6 +61,10 @@ const char* const kMigrations[] = {
       );
       CREATE INDEX llm_calls_run ON llm_calls(run_id);
     )sql",
+    // 2: the language of a candidate's source ("cuda" for HGEMM kernels, "python" for ModelNew files).
+    R"sql(
+      ALTER TABLE candidates ADD COLUMN language TEXT NOT NULL DEFAULT 'cuda';
+    )sql",
 };
 constexpr int kLatestVersion = int(sizeof kMigrations / sizeof kMigrations[0]);
 
@@ -70,7 +74,7 @@ constexpr const char* kNewerAdvice = "use a newer kforge or another run director
 // The columns every candidate query selects, in the order read_candidate() reads them.
 constexpr const char* kCandidateColumns =
     "id, run_id, iteration, grp, sample, policy, parents_json, source, prompt, analysis, status, error, "
-    "verdict_json, correct, score, reward, advantage, created_at";
+    "verdict_json, correct, score, reward, advantage, created_at, language";
 constexpr const char* kLlmCallColumns =
     "id, run_id, iteration, grp, endpoint, model, prompt_tokens, completion_tokens, latency_s, cost_usd, status, "
     "error, created_at";
@@ -132,6 +136,7 @@ CandidateRecord read_candidate(const SqliteDb& db, const Statement& q) {
   c.reward = q.real(15);
   if (!q.is_null(16)) c.advantage = q.real(16);
   c.created_at = q.text(17);
+  c.language = q.text(18);
   return c;
 }
 
@@ -172,7 +177,7 @@ void bind_candidate(Statement& insert, const CandidateRecord& c, const std::stri
     insert.bind(15, *c.advantage);
   else
     insert.bind_null(15);
-  insert.bind(16, now);
+  insert.bind(16, now).bind(17, c.language);
 }
 
 }  // namespace
@@ -236,8 +241,8 @@ std::vector<int64_t> ProgramDb::add_candidates(const std::vector<CandidateRecord
   Transaction tx(db);
   Statement insert(db,
                    "INSERT INTO candidates(run_id, iteration, grp, sample, policy, parents_json, source, prompt, "
-                   "analysis, status, error, verdict_json, correct, score, reward, advantage, created_at) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                   "analysis, status, error, verdict_json, correct, score, reward, advantage, created_at, language) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   const std::string now = utc_now_iso8601();
   std::vector<int64_t> ids;
   ids.reserve(cs.size());

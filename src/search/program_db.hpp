@@ -38,6 +38,7 @@ struct CandidateRecord {
   double reward = 0;
   std::optional<double> advantage;  // group-normalised reward, once the group is complete
   std::string created_at;
+  std::string language = "cuda";  // of `source`: "cuda" (HGEMM kernels) or "python" (PyTorch ModelNew files)
 };
 
 struct LlmCallRecord {

@@ -116,6 +116,7 @@ CandidateRecord full_candidate(int64_t run_id) {
   c.reward = -0.5;
   c.advantage = 0.25;
   c.created_at = "ignored";
+  c.language = "python";
   return c;
 }
 
@@ -131,6 +132,7 @@ void expect_same_candidate(const CandidateRecord& a, const CandidateRecord& b) {
   EXPECT_EQ(a.analysis, b.analysis);
   EXPECT_EQ(a.status, b.status);
   EXPECT_EQ(a.error, b.error);
+  EXPECT_EQ(a.language, b.language);
   EXPECT_EQ(a.verdict, b.verdict);
   EXPECT_EQ(a.correct, b.correct);
   EXPECT_DOUBLE_EQ(a.score, b.score);
@@ -146,8 +148,8 @@ TEST_F(ProgramDbTest, CreatesMigratesAndReopens) {
   int64_t run = 0;
   {
     ProgramDb db(p);
-    EXPECT_EQ(ProgramDb::latest_schema_version(), 1);
-    EXPECT_EQ(db.schema_version(), 1);
+    EXPECT_EQ(ProgramDb::latest_schema_version(), 2);
+    EXPECT_EQ(db.schema_version(), 2);
     run = db.create_run("hgemm:64x64x64:nn", {{"iterations", 3}});
   }
   EXPECT_EQ(query(p, "PRAGMA journal_mode"), "wal");
@@ -162,8 +164,8 @@ TEST_F(ProgramDbTest, CreatesMigratesAndReopens) {
   EXPECT_EQ(query(p, "SELECT \"table\" FROM pragma_foreign_key_list('llm_calls')"), "runs");
 
   ProgramDb db(p);
-  EXPECT_EQ(db.schema_version(), 1);
-  EXPECT_EQ(query(p, "SELECT COUNT(*) FROM schema_version"), "1");  // no migration applied twice
+  EXPECT_EQ(db.schema_version(), 2);
+  EXPECT_EQ(query(p, "SELECT COUNT(*) FROM schema_version"), "2");  // no migration applied twice
   ASSERT_TRUE(db.run(run).has_value());
   EXPECT_EQ(db.run(run)->task, "hgemm:64x64x64:nn");
 }
