@@ -104,8 +104,11 @@ bool closes(std::string_view line, const Fence& open) {
 }
 
 // Language tags whose blocks hold the program (an untagged block counts too).
-bool is_code_tag(const std::string& tag) {
+bool is_code_tag(const std::string& tag, const std::string& language) {
   static const char* const kTags[] = {"", "cuda", "cu", "c++", "cpp", "cxx", "c"};
+  static const char* const kPythonTags[] = {"", "python", "py", "python3"};
+  if (language == "python")
+    return std::any_of(std::begin(kPythonTags), std::end(kPythonTags), [&](const char* t) { return tag == t; });
   return std::any_of(std::begin(kTags), std::end(kTags), [&](const char* t) { return tag == t; });
 }
 
@@ -150,7 +153,7 @@ size_t read_edit(const std::vector<std::string>& lines, size_t start, size_t end
 
 // ---------------------------------------------------------------------------------------------
 
-ParsedResponse parse_response(const std::string& text) {
+ParsedResponse parse_response(const std::string& text, const std::string& language) {
   const std::vector<std::string> lines = split_lines(text);
   ParsedResponse out;
   std::vector<std::string> analysis;  // lines outside code and edit blocks
@@ -190,7 +193,7 @@ ParsedResponse parse_response(const std::string& text) {
         else
           ++j;
       }
-    } else if (is_code_tag(fence->tag)) {
+    } else if (is_code_tag(fence->tag, language)) {
       out.code = join_lines_trimmed(lines, body_begin, body_end);  // the last one wins
     } else {
       // Not code (text, json, diff, ...): it belongs to the analysis, fences included.
@@ -211,8 +214,8 @@ ParsedResponse parse_response(const std::string& text) {
     if (!other_tags.empty()) {
       std::vector<std::string> quoted;
       for (const std::string& t : other_tags) quoted.push_back("'" + t + "'");
-      out.error += strf(" (fenced blocks tagged %s are not code; tag the program `cuda`)",
-                        join(quoted, ", ").c_str());
+      out.error += strf(" (fenced blocks tagged %s are not code; tag the program `%s`)",
+                        join(quoted, ", ").c_str(), language == "python" ? "python" : "cuda");
     }
     if (truncated_edit)
       out.error += " (a SEARCH/REPLACE edit was cut off before its '=======' or "

@@ -13,12 +13,16 @@ struct SearchReplace {
 
 struct ParsedResponse {
   std::string analysis;               // everything outside code blocks and edit blocks, trimmed
-  std::optional<std::string> code;    // the last fenced block tagged cuda/cu/c++/cpp/c (or untagged)
+  std::optional<std::string> code;    // the last fenced block tagged cuda/cu/c++/cpp/c (or untagged);
+                                      // for language "python": tagged python/py/python3 (or untagged)
   std::vector<SearchReplace> edits;   // <<<<<<< SEARCH ... ======= ... >>>>>>> REPLACE blocks
   std::string error;                  // non-empty when neither code nor edits were found
 };
 
-ParsedResponse parse_response(const std::string& text);
+// `language` is what the program is written in: "cuda" (HGEMM kernels: a .cu file) or "python"
+// (PyTorch tasks: a ModelNew file, its CUDA inside strings). Blocks of the other language are
+// analysis text.
+ParsedResponse parse_response(const std::string& text, const std::string& language = "cuda");
 
 struct EditOutcome {
   bool ok = false;

@@ -63,6 +63,27 @@ TEST(ParseResponse, AcceptedTags) {
   }
 }
 
+TEST(ParseResponse, PythonLanguageTakesPythonBlocksAndEdits) {
+  for (const char* tag : {"python", "Python", "py", "python3", ""}) {
+    ParsedResponse r = parse_response(std::string("```") + tag + "\nclass ModelNew: pass\n```\n", "python");
+    ASSERT_TRUE(r.code.has_value()) << "tag '" << tag << "'";
+    EXPECT_EQ(*r.code, "class ModelNew: pass\n");
+  }
+  // A CUDA block shown alongside is analysis; the python file is the program.
+  ParsedResponse both = parse_response("```python\nx = 1\n```\n```cuda\n__global__ void k() {}\n```\n", "python");
+  ASSERT_TRUE(both.code.has_value());
+  EXPECT_EQ(*both.code, "x = 1\n");
+  EXPECT_NE(both.analysis.find("__global__"), std::string::npos);
+  ParsedResponse cuda_only = parse_response("```cuda\nint x;\n```\n", "python");
+  EXPECT_FALSE(cuda_only.code.has_value());
+  EXPECT_NE(cuda_only.error.find("tag the program `python`"), std::string::npos) << cuda_only.error;
+  ParsedResponse edits =
+      parse_response("```python\n<<<<<<< SEARCH\na = 1\n=======\na = 2\n>>>>>>> REPLACE\n```\n", "python");
+  EXPECT_FALSE(edits.code.has_value());
+  ASSERT_EQ(edits.edits.size(), 1u);
+  EXPECT_EQ(edits.edits[0].replace, "a = 2\n");
+}
+
 TEST(ParseResponse, LongerFenceHoldsShorterOnesAndInlineBackticksAreNotFences) {
   ParsedResponse r = parse_response(
       "```inline``` code\n"
