@@ -15,9 +15,11 @@
 namespace kforge {
 namespace {
 
-// The five template files, in the order their texts appear in a prompt.
-const char* const kTemplateNames[] = {"system.md", "task.md", "exemplar.md", "protocol.md",
-                                      "restrictions.md"};
+// The template files: the five of a CUDA prompt, in the order their texts appear in it, then the
+// four that replace task.md, exemplar.md, protocol.md and restrictions.md for PyTorch tasks.
+const char* const kTemplateNames[] = {"system.md",          "task.md",           "exemplar.md",
+                                      "protocol.md",        "restrictions.md",   "task_torch.md",
+                                      "exemplar_torch.md",  "protocol_torch.md", "restrictions_torch.md"};
 
 // ---- BEGIN BUILT-IN TEMPLATES (identical to prompts/*.md) ----
 constexpr const char* kSystemMd = R"md(You are an expert CUDA performance engineer. You make one GPU kernel faster, one variant at a time.
@@ -123,6 +125,101 @@ each of them.
   and never read or write outside the buffers you were given.
 )md";
 
+// PyTorch tasks (language "python"): the same sections for a ModelNew file.
+constexpr const char* kTaskTorchMd = R"md(# Task
+
+{{task}}
+
+# Reference implementation
+
+The task file below defines the module `Model` whose results your `ModelNew` must reproduce, and
+the functions `get_inputs()` and `get_init_inputs()` that make its inputs and its constructor's
+arguments. It is written for clarity, not speed.
+
+```python
+{{reference}}
+```
+)md";
+
+constexpr const char* kExemplarTorchMd = R"md(## Variant {{index}} (id {{id}}): {{status}}
+
+Speed-up over the baseline: {{speedup}}
+
+Notes from the evaluator:
+
+{{notes}}
+
+```python
+{{source}}
+```
+)md";
+
+constexpr const char* kProtocolTorchMd = R"md(# How to answer
+
+Answer in three sections, in this order.
+
+## 1. Performance Analysis
+
+Compare the variants above. Explain why the faster ones are faster than the slower ones, using
+their measured speed-ups and the evaluator's notes (build errors, rejection reasons). Then say
+what limits the best variant now: memory traffic, kernel launches and intermediate tensors,
+tensor core use, occupancy, work that could be fused, or host overhead. When a variant was
+rejected, say what it did wrong so that you do not repeat it. When there are no variants yet,
+analyse the reference instead.
+
+## 2. Algorithm Design
+
+Describe, in a few bullet points, the change you will make and why it should beat the best
+variant: which operations you fuse, how work is split across thread blocks, how data moves.
+Keep what made the best variant fast. Prefer one well-reasoned change to many speculative ones.
+
+## 3. Code Implementation
+
+Give the new variant in one of two forms.
+
+- A complete program: one self-contained Python file in a single fenced block tagged `python`.
+  It defines `class ModelNew(nn.Module)`, whose constructor takes the same arguments as
+  `Model`'s and whose `forward` takes the same inputs and returns the same outputs. Write the
+  CUDA kernels as strings and build them with `torch.utils.cpp_extension.load_inline` at import.
+- Edits against the best variant (the last one above), each written as:
+
+```
+<<<<<<< SEARCH
+lines copied exactly from the best variant
+=======
+the lines that replace them
+>>>>>>> REPLACE
+```
+
+Each SEARCH text must match exactly one place; include enough neighbouring lines to make it
+unique. Edits are applied in order, each to the result of the ones before it. Use edits for
+small, local changes and a complete file for larger rewrites. Give only one of the two forms,
+and no other code block after it.
+)md";
+
+constexpr const char* kRestrictionsTorchMd = R"md(# Restrictions
+
+An answer that breaks any of these rules is rejected, however fast it is. The evaluator checks
+each of them.
+
+- Identical results: compute exactly the function of the reference, for every valid input,
+  within the task's tolerance, in the task's precision. No TF32, no autocast, no lower-precision
+  internals, no changed default dtype, no skipped or approximated work.
+- Your own code: do not use, import, subclass or look up the reference `Model`, the task file or
+  kforge, and do not fall back to the reference's code in an exception handler (a `try` whose
+  handler does not re-raise is rejected).
+- No caching: compute every result from the inputs of the current call. Do not keep outputs, or
+  anything derived from the inputs, between calls, whatever the key (pointers, contents, shapes).
+- Fresh outputs: return plain dense tensors with their own storage; never an input, a view of
+  one, an expanded or lazy tensor. Never modify the inputs.
+- All work on the current stream: launch every kernel on
+  `at::cuda::getCurrentCUDAStream()`; create no streams, events or graphs, and do not
+  synchronise the device.
+- No threads, processes, timers, file, network or environment access; no replacing functions of
+  torch or any other module; no introspection (`gc`, `inspect`, `sys.modules`, `eval`, `exec`);
+  no changes to cuBLAS, cuDNN or device settings.
+)md";
+
 // ---- END BUILT-IN TEMPLATES ----
 
 using Vars = std::map<std::string, std::string>;
@@ -223,6 +320,10 @@ PromptTemplates PromptTemplates::builtin() {
       {"system.md", kSystemMd},     {"task.md", kTaskMd},
       {"exemplar.md", kExemplarMd}, {"protocol.md", kProtocolMd},
       {"restrictions.md", kRestrictionsMd},
+      {"task_torch.md", kTaskTorchMd},
+      {"exemplar_torch.md", kExemplarTorchMd},
+      {"protocol_torch.md", kProtocolTorchMd},
+      {"restrictions_torch.md", kRestrictionsTorchMd},
   };
   return t;
 }
@@ -245,11 +346,12 @@ PromptTemplates PromptTemplates::load(const std::string& dir) {
 }
 
 std::vector<ChatMessage> build_prompt(const PromptInputs& in, const PromptTemplates& t) {
-  const std::string& task_t = text_of(t, "task.md");
-  const std::string& protocol_t = text_of(t, "protocol.md");
-  const std::string& restrictions_t = text_of(t, "restrictions.md");
+  const std::string suffix = in.language == "python" ? "_torch.md" : ".md";
+  const std::string& task_t = text_of(t, "task" + suffix);
+  const std::string& protocol_t = text_of(t, "protocol" + suffix);
+  const std::string& restrictions_t = text_of(t, "restrictions" + suffix);
 
-  std::string exemplars = render_exemplars(in.exemplars, text_of(t, "exemplar.md"));
+  std::string exemplars = render_exemplars(in.exemplars, text_of(t, "exemplar" + suffix));
   std::string feedback_text(trim(in.feedback));
   std::string feedback = feedback_text.empty()
                              ? std::string()

@@ -24,10 +24,13 @@ struct PromptInputs {
   std::string reference;    // the reference implementation
   std::vector<Exemplar> exemplars;
   std::string feedback;     // e.g. why the previous edit could not be applied
+  std::string language = "cuda";  // "python": a PyTorch task (the *_torch.md templates)
 };
 
 // Templates are Markdown files with {{placeholders}}: system.md, task.md, exemplar.md,
-// protocol.md, restrictions.md. Missing files fall back to the built-in text of the same name.
+// protocol.md, restrictions.md, and for PyTorch tasks task_torch.md, exemplar_torch.md,
+// protocol_torch.md, restrictions_torch.md (used instead of the four without _torch). Missing
+// files fall back to the built-in text of the same name.
 struct PromptTemplates {
   std::map<std::string, std::string> files;  // file name -> text
   static PromptTemplates builtin();

@@ -17,7 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kNames[] = {"system.md", "task.md", "exemplar.md", "protocol.md", "restrictions.md"};
+const char* const kNames[] = {"system.md",         "task.md",           "exemplar.md",
+                              "protocol.md",       "restrictions.md",   "task_torch.md",
+                              "exemplar_torch.md", "protocol_torch.md", "restrictions_torch.md"};
 
 Exemplar make(int64_t id, bool correct, double speedup, std::string notes = "") {
   Exemplar x;
@@ -225,7 +227,7 @@ TEST(PromptTemplates, LoadOverridesOnlyFilesPresent) {
   dir.write("README.md", "ignored\n");
   PromptTemplates t = PromptTemplates::load(dir.path.string());
   PromptTemplates b = PromptTemplates::builtin();
-  ASSERT_EQ(t.files.size(), 5u);
+  ASSERT_EQ(t.files.size(), 9u);
   EXPECT_EQ(t.files.at("task.md"), "MY TASK: {{task}}\n{{reference}}\n");
   EXPECT_EQ(t.files.at("restrictions.md"), "# My rules\n\nBe nice.\n");
   for (const char* kept : {"system.md", "exemplar.md", "protocol.md"})
@@ -263,15 +265,39 @@ TEST(PromptTemplates, MissingFolderIsAUsageError) {
   EXPECT_THROW(PromptTemplates::load((dir.path / "file.md").string()), Error);
 }
 
-TEST(PromptTemplates, BuiltinHasTheFiveFilesAndTheirPlaceholders) {
+TEST(PromptTemplates, BuiltinHasTheNineFilesAndTheirPlaceholders) {
   PromptTemplates b = PromptTemplates::builtin();
-  ASSERT_EQ(b.files.size(), 5u);
+  ASSERT_EQ(b.files.size(), 9u);
   for (const char* name : kNames) ASSERT_TRUE(b.files.count(name)) << name;
   for (const char* ph : {"{{task}}", "{{reference}}"}) pos_of(b.files.at("task.md"), ph);
   for (const char* ph : {"{{index}}", "{{id}}", "{{status}}", "{{speedup}}", "{{notes}}", "{{source}}"})
     pos_of(b.files.at("exemplar.md"), ph);
   pos_of(b.files.at("protocol.md"), "<<<<<<< SEARCH");
   pos_of(b.files.at("restrictions.md"), "fp32");
+  for (const char* ph : {"{{task}}", "{{reference}}"}) pos_of(b.files.at("task_torch.md"), ph);
+  pos_of(b.files.at("exemplar_torch.md"), "```python\n{{source}}");
+  pos_of(b.files.at("protocol_torch.md"), "load_inline");
+  pos_of(b.files.at("restrictions_torch.md"), "Model");
+}
+
+TEST(BuildPrompt, PythonLanguageUsesTheTorchTemplates) {
+  PromptInputs in;
+  in.task = "Make Model faster.";
+  in.reference = "class Model(nn.Module): ...";
+  in.language = "python";
+  Exemplar x;
+  x.id = 3;
+  x.correct = true;
+  x.speedup = 1.5;
+  x.source = "class ModelNew(nn.Module): ...";
+  in.exemplars.push_back(x);
+  const std::string u = build_prompt(in, PromptTemplates::builtin())[1].content;
+  EXPECT_NE(u.find("```python\nclass Model(nn.Module)"), std::string::npos) << u;
+  EXPECT_NE(u.find("```python\nclass ModelNew(nn.Module)"), std::string::npos) << u;
+  EXPECT_NE(u.find("load_inline"), std::string::npos);
+  EXPECT_EQ(u.find("```cuda"), std::string::npos);
+  in.language = "cuda";
+  EXPECT_NE(build_prompt(in, PromptTemplates::builtin())[1].content.find("```cuda"), std::string::npos);
 }
 
 #ifdef KFORGE_SOURCE_DIR
