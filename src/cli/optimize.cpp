@@ -2,6 +2,8 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -28,6 +30,10 @@ struct OptimizeCli {
   std::string arch, modes = "offline", reward = "log";
   double run_timeout = 60, compile_timeout = 180;
   int samples = 7;
+  // PyTorch tasks
+  std::string device = "cuda", baseline = "eager", python;
+  int trials = 5;
+  double import_timeout = 60;
 };
 
 void run(OptimizeCli& c) {
@@ -37,8 +43,18 @@ void run(OptimizeCli& c) {
     o.run_dir = c.resume_dir;
   } else if (o.task.empty()) {
     KF_USAGE_ERROR("--task is required (e.g. --task hgemm:4096x4096x64:tn), or --resume DIR");
-  } else {
+  } else if (o.task.rfind("hgemm:", 0) == 0 || !ends_with(o.task, ".py")) {
+    std::error_code ec;
+    if (std::filesystem::exists(o.task, ec) && !ends_with(o.task, ".py"))
+      KF_USAGE_ERROR("task '%s' is a file but not a .py task file (PyTorch tasks are KernelBench-format .py files)",
+                     o.task.c_str());
     parse_hgemm_task(o.task);  // fail early on a bad task
+  } else {
+    check_torch_task_file(o.task, c.python);  // missing, unreadable, raising on import: fail early
+    if (!o.seed_file.empty() && !std::filesystem::is_regular_file(o.seed_file))
+      KF_USAGE_ERROR("no such seed file: %s", o.seed_file.c_str());
+    if (o.policy == "builtin")
+      KF_USAGE_ERROR("the builtin policy proposes HGEMM kernels only; PyTorch tasks need --policy llm");
   }
   if (c.models.size() > 1 && c.models.size() != c.urls.size())
     KF_USAGE_ERROR("give one --model for all endpoints or one per --llm-url (%zu models for %zu URLs)", c.models.size(),
@@ -77,6 +93,23 @@ void run(OptimizeCli& c) {
   eval.reward.mode = eval.modes.front();
   o.eval = eval;
 
+  TorchEvalOptions& t = o.torch;  // used when the task (given or stored) is a PyTorch task
+  t.python = c.python;
+  t.device = c.device;
+  if (c.baseline != "eager" && c.baseline != "compile" && c.baseline != "compile_ro" && c.baseline != "graph")
+    KF_USAGE_ERROR("unknown baseline '%s' (expected eager, compile, compile_ro or graph)", c.baseline.c_str());
+  if (c.device == "cpu" && c.baseline != "eager") KF_USAGE_ERROR("--device cpu times only the eager baseline");
+  t.baselines = {"eager"};  // always timed: the timed outputs are checked against it
+  if (c.baseline != "eager") t.baselines.push_back(c.baseline);
+  t.samples = std::max(3, c.samples);
+  t.trials = c.trials;
+  t.run_timeout_s = c.run_timeout;
+  t.compile_timeout_s = std::max(c.compile_timeout, 1.0);
+  t.import_timeout_s = c.import_timeout;
+  t.seed = o.seed;
+  t.reward = parse_reward(c.reward);
+  t.reward.mode = c.baseline;
+
   g_stop = false;
   auto previous = std::signal(SIGINT, on_stop_signal);
   OptimizeSummary s;
@@ -89,8 +122,8 @@ void run(OptimizeCli& c) {
   std::signal(SIGINT, previous);
   std::printf("run %lld in %s: %d iterations, %d candidates (%d correct), best %.3fx%s, spent $%.4f%s\n",
               (long long)s.run_id, o.run_dir.c_str(), s.iterations_done, s.candidates, s.correct, s.best_speedup,
-              s.best_id ? strf(" (candidate %lld: %s/candidates/%lld.cu)", (long long)s.best_id, o.run_dir.c_str(),
-                               (long long)s.best_id).c_str()
+              s.best_id ? strf(" (candidate %lld: %s/candidates/%lld.%s)", (long long)s.best_id, o.run_dir.c_str(),
+                               (long long)s.best_id, s.python ? "py" : "cu").c_str()
                         : "",
               s.spent_usd, s.interrupted ? ("; stopped: continue with --resume " + o.run_dir).c_str() : "");
   if (s.interrupted) throw ExitStatus{130};
@@ -102,7 +135,9 @@ void register_optimize(CLI::App& app) {
   auto c = std::make_shared<OptimizeCli>();
   CLI::App* cmd = app.add_subcommand("optimize", "The contrastive search loop: an LLM (or the built-in policy) "
                                                  "proposes kernels, the hardened evaluator judges them");
-  cmd->add_option("--task", c->o.task, "what to optimise: hgemm:MxNxK[:nn|tn][:f32|f16]");
+  cmd->add_option("--task", c->o.task,
+                  "what to optimise: hgemm:MxNxK[:nn|tn][:f32|f16], or a KernelBench-format PyTorch task file "
+                  "(FILE.py defining Model, get_inputs, get_init_inputs; candidates are ModelNew files)");
   cmd->add_option("--policy", c->o.policy, "llm (an OpenAI-compatible endpoint) or builtin (no LLM)")->capture_default_str();
   cmd->add_option("--llm-url", c->urls, "endpoint base URL, e.g. http://127.0.0.1:8000 (repeatable: several endpoints)");
   cmd->add_option("--model", c->models, "model name (one for all endpoints, or one per --llm-url)");
@@ -136,7 +171,21 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--reward-clip", c->o.reward_clip, "clip rewards to +-X before group normalisation")->capture_default_str();
   cmd->add_option("--arch", c->arch, "nvcc target (default: the device's)");
   cmd->add_option("--run-timeout", c->run_timeout, "seconds to judge one candidate")->capture_default_str();
-  cmd->add_option("--compile-timeout", c->compile_timeout, "seconds for one nvcc compile")->capture_default_str();
+  cmd->add_option("--compile-timeout", c->compile_timeout,
+                  "seconds for one nvcc compile (PyTorch tasks: one load_inline build)")
+      ->capture_default_str();
+  cmd->add_option("--baseline", c->baseline,
+                  "PyTorch tasks: the baseline the reward's speed-up is against: eager, compile, compile_ro, graph")
+      ->capture_default_str();
+  cmd->add_option("--device", c->device, "PyTorch tasks: cuda, cuda:N, or cpu (eager only; tests, no GPU)")
+      ->capture_default_str();
+  cmd->add_option("--trials", c->trials, "PyTorch tasks: verification trials with fresh inputs")->capture_default_str();
+  cmd->add_option("--import-timeout", c->import_timeout,
+                  "PyTorch tasks: seconds to import a candidate whose extension is already built")
+      ->capture_default_str();
+  cmd->add_option("--seed-file", c->o.seed_file,
+                  "PyTorch tasks: the first candidate (default: the task's code with Model renamed ModelNew)");
+  cmd->add_option("--python", c->python, "PyTorch tasks: the worker's Python (default $KFORGE_PYTHON, else python3)");
   c->o.run_dir = "kforge-run";
   c->o.iterations = -1;
   cmd->callback([c] { run(*c); });

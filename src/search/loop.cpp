@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <memory>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
+#include <regex>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/subprocess.hpp"
 #include "core/text.hpp"
 #include "llm/prompt.hpp"
 #include "llm/response.hpp"
@@ -35,12 +38,55 @@ HgemmProblem parse_hgemm_task(const std::string& task) {
   return p;
 }
 
+bool is_torch_task(const std::string& task) { return task.rfind("hgemm:", 0) != 0 && ends_with(task, ".py"); }
+
+std::string torch_seed_from_task(const std::string& task_source) {
+  static const std::regex model_word("\\bModel\\b");
+  return "# kforge seed: the task's reference code with Model renamed ModelNew (pure PyTorch, about 1x eager).\n" +
+         std::regex_replace(task_source, model_word, "ModelNew");
+}
+
+void check_torch_task_file(const std::string& path, const std::string& python_in) {
+  std::error_code ec;
+  if (!ends_with(path, ".py")) KF_USAGE_ERROR("task '%s' is neither hgemm:MxNxK nor a .py task file", path.c_str());
+  if (!fs::is_regular_file(path, ec)) KF_USAGE_ERROR("no such task file: %s", path.c_str());
+  const std::string source = read_file(path);
+  if (source.find('\0') != std::string::npos) KF_USAGE_ERROR("task file '%s' is not text", path.c_str());
+  const std::string python = find_python(python_in);
+  if (python.empty()) return;  // the verdicts will say no_torch
+  // Import the task the way the worker does (its own module name, never in sys.modules); a Python
+  // without torch cannot judge anything, and its verdicts say so (no_torch): no check then.
+  static const char* kCheck =
+      "import sys, runpy\n"
+      "try:\n"
+      "    import torch\n"
+      "except Exception:\n"
+      "    sys.exit(0)\n"
+      "ns = runpy.run_path(sys.argv[1], run_name='kforge_task_check')\n"
+      "missing = [n for n in ('Model', 'get_inputs', 'get_init_inputs') if n not in ns]\n"
+      "if missing:\n"
+      "    print('the task defines no ' + ', '.join(missing))\n"
+      "    sys.exit(3)\n";
+  ProcessOptions po;
+  po.timeout_s = 120;
+  po.env = {"PYTHONDONTWRITEBYTECODE=1"};
+  const ProcessResult r = run_process({python, "-c", kCheck, fs::absolute(path).string()}, po);
+  if (r.ok()) return;
+  if (r.timed_out) KF_USAGE_ERROR("importing task file '%s' took more than 120 s", path.c_str());
+  std::string why(trim(r.out));
+  if (why.empty()) {  // the last line of the traceback: "ImportError: ..."
+    for (const std::string& line : split(r.err, '\n'))
+      if (!trim(line).empty()) why = std::string(trim(line));
+  }
+  KF_USAGE_ERROR("task file '%s' cannot be used: %s", path.c_str(), why.empty() ? r.describe().c_str() : why.c_str());
+}
+
 nlohmann::json to_json(const OptimizeOptions& o) {
   nlohmann::json eps = nlohmann::json::array();
   for (const Endpoint& e : o.llm.endpoints)
     eps.push_back({{"url", e.url}, {"model", e.model}, {"weight", e.weight}, {"api_key_env", e.api_key_env},
                    {"usd_per_1k_prompt", e.usd_per_1k_prompt}, {"usd_per_1k_completion", e.usd_per_1k_completion}});
-  return {{"task", o.task},
+  nlohmann::json j = {{"task", o.task},
           {"policy", o.policy},
           {"endpoints", eps},
           {"budget_usd", std::isfinite(o.llm.budget_usd) ? nlohmann::json(o.llm.budget_usd) : nlohmann::json()},
@@ -57,6 +103,16 @@ nlohmann::json to_json(const OptimizeOptions& o) {
           {"samples", o.eval.samples},
           {"reward", o.eval.reward.kind},
           {"reward_clip_kind", o.eval.reward.clip}};
+  if (is_torch_task(o.task)) {
+    const TorchEvalOptions& t = o.torch;
+    j["torch"] = {{"device", t.device},         {"baselines", t.baselines},
+                  {"baseline", t.reward.mode},  {"samples", t.samples},
+                  {"trials", t.trials},         {"compile_timeout_s", t.compile_timeout_s},
+                  {"import_timeout_s", t.import_timeout_s}, {"run_timeout_s", t.run_timeout_s},
+                  {"reward", t.reward.kind},    {"reward_clip_kind", t.reward.clip},
+                  {"python", t.python}};
+  }
+  return j;
 }
 
 void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
@@ -89,6 +145,21 @@ void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
   }
   if (!std::isfinite(o.llm.budget_usd) && j.contains("budget_usd") && j["budget_usd"].is_number())
     o.llm.budget_usd = j["budget_usd"].get<double>();
+  if (j.contains("torch") && j["torch"].is_object()) {
+    const nlohmann::json& t = j["torch"];
+    TorchEvalOptions& to = o.torch;
+    to.device = t.value("device", to.device);
+    to.baselines = t.value("baselines", to.baselines);
+    to.reward.mode = t.value("baseline", to.reward.mode);
+    to.samples = t.value("samples", to.samples);
+    to.trials = t.value("trials", to.trials);
+    to.compile_timeout_s = t.value("compile_timeout_s", to.compile_timeout_s);
+    to.import_timeout_s = t.value("import_timeout_s", to.import_timeout_s);
+    to.run_timeout_s = t.value("run_timeout_s", to.run_timeout_s);
+    to.reward.kind = t.value("reward", to.reward.kind);
+    to.reward.clip = t.value("reward_clip_kind", to.reward.clip);
+    if (to.python.empty()) to.python = t.value("python", std::string());
+  }
 }
 
 namespace {
@@ -111,6 +182,23 @@ std::string describe_task(const HgemmProblem& p) {
       p.acc == Acc::kF32 ? "fp32" : "fp16 or better");
 }
 
+std::string describe_torch_task(const std::string& task_file, const TorchEvalOptions& t) {
+  return strf(
+      "Make the PyTorch module `Model` of the task file %s (KernelBench format) faster on an NVIDIA GPU. Write a "
+      "Python file that defines `class ModelNew(nn.Module)`: built with the arguments `get_init_inputs()` returns, "
+      "called with the tensors `get_inputs()` returns (moved to the device), and returning the same outputs as "
+      "`Model` (same structure, shapes and dtypes, within the task's tolerance). Put the work in CUDA kernels of "
+      "your own, compiled at import with `torch.utils.cpp_extension.load_inline` and launched on PyTorch's current "
+      "stream. Both modules start from the same seeded weights (where parameter names and shapes match, the "
+      "reference's weights are copied into ModelNew). Every answer is checked on fresh random inputs and timed on "
+      "%s against the reference run %s.",
+      fs::path(task_file).filename().string().c_str(), t.device == "cpu" ? "the CPU" : t.device.c_str(),
+      t.reward.mode == "eager"        ? "eagerly (as written)"
+      : t.reward.mode == "compile"    ? "through torch.compile"
+      : t.reward.mode == "compile_ro" ? "through torch.compile(mode=\"reduce-overhead\")"
+                                      : "as one captured CUDA graph");
+}
+
 class Loop {
  public:
   Loop(const OptimizeOptions& o, const std::atomic<bool>& stop) : o_(o), stop_(stop) {}
@@ -129,15 +217,38 @@ class Loop {
       if (db_->latest_run())
         KF_USAGE_ERROR("'%s' already holds a search run: pass --resume to continue it, or another --run-dir",
                        o_.run_dir.c_str());
-      run_id_ = db_->create_run(o_.task, to_json(o_));
+      torch_ = is_torch_task(o_.task);
+      std::string task_source;
+      if (torch_) {
+        o_.task = fs::absolute(o_.task).lexically_normal().string();  // resumable from any folder
+        task_source = read_file(o_.task);
+      }
       CandidateRecord seed;
-      seed.run_id = run_id_;
       seed.policy = "seed";
-      seed.source = seed_source();
-      seed.analysis = "the seed: one thread per output element";
+      if (!torch_) {
+        seed.source = seed_source();
+        seed.analysis = "the seed: one thread per output element";
+      } else if (!o_.seed_file.empty()) {
+        seed.source = read_file(o_.seed_file);
+        seed.analysis = "the seed: " + o_.seed_file;
+        seed.language = "python";
+      } else {
+        seed.source = torch_seed_from_task(task_source);
+        seed.analysis = "the seed: the reference code as ModelNew";
+        seed.language = "python";
+      }
+      run_id_ = db_->create_run(o_.task, to_json(o_));
+      seed.run_id = run_id_;
       db_->add_candidate(seed);
     }
-    problem_ = parse_hgemm_task(o_.task);
+    torch_ = is_torch_task(o_.task);
+    if (torch_) {
+      task_source_ = read_file(o_.task);  // a task file gone since the run began: a clear error
+      if (o_.policy == "builtin")
+        KF_USAGE_ERROR("the builtin policy proposes HGEMM kernels only; PyTorch tasks need --policy llm");
+    } else {
+      problem_ = parse_hgemm_task(o_.task);
+    }
     sampler_ = make_sampler(o_.sampler);
     templates_ = o_.prompts_dir.empty() ? PromptTemplates::builtin() : PromptTemplates::load(o_.prompts_dir);
     if (o_.policy == "llm") {
@@ -153,7 +264,10 @@ class Loop {
       ro.cassette_mode = CassetteMode::kOff;  // reviews are not part of the recorded search
       reviewer_ = std::make_unique<LlmClient>(ro);
     }
-    evaluator_ = std::make_unique<Evaluator>(o_.eval);
+    if (torch_)
+      torch_evaluator_ = std::make_unique<TorchEvaluator>(o_.torch);
+    else
+      evaluator_ = std::make_unique<Evaluator>(o_.eval);
     db_->set_run_state(run_id_, "running");
 
     evaluate_pending();
@@ -170,6 +284,7 @@ class Loop {
       progress(it);
     }
     sum.interrupted = bool(stop_);
+    sum.python = torch_;
     db_->set_run_state(run_id_, sum.interrupted ? "stopped" : "complete");
     sum.run_id = run_id_;
     sum.iterations_done = db_->last_iteration(run_id_);
@@ -192,12 +307,27 @@ class Loop {
   }
 
   // A candidate's score: its median speed-up in the reward's mode when correct, 0 otherwise.
+  const RewardConfig& reward_config() const { return torch_ ? o_.torch.reward : o_.eval.reward; }
+
   double score_of(const Verdict& v) const {
-    const auto mode = v.speedup.find(o_.eval.reward.mode);
+    const auto mode = v.speedup.find(reward_config().mode);
     return v.correct && mode != v.speedup.end() ? mode->second.median : 0.0;
   }
 
-  std::string candidate_path(int64_t id) const { return strf("%s/candidates/%lld.cu", o_.run_dir.c_str(), (long long)id); }
+  std::string candidate_path(int64_t id) const {
+    return strf("%s/candidates/%lld.%s", o_.run_dir.c_str(), (long long)id, torch_ ? "py" : "cu");
+  }
+
+  // Judges candidate files, storing each verdict as it comes (through `done`).
+  void judge(const std::vector<std::string>& paths, const std::function<void(size_t, const Verdict&)>& done) {
+    if (torch_) {
+      std::vector<TorchJob> jobs;
+      for (const std::string& p : paths) jobs.push_back({o_.task, p});
+      torch_evaluator_->evaluate_batch(jobs, [&](size_t i, size_t, const Verdict& v) { done(i, v); });
+    } else {
+      evaluator_->evaluate_batch(paths, problem_, [&](size_t i, size_t, const Verdict& v) { done(i, v); });
+    }
+  }
 
   void evaluate_pending() {
     const std::vector<CandidateRecord> pending = db_->pending_candidates(run_id_);
@@ -208,7 +338,7 @@ class Loop {
       write_file_atomic(paths.back(), c.source);
     }
     // Each verdict is stored as soon as it exists: a kill loses at most the candidate being judged.
-    evaluator_->evaluate_batch(paths, problem_, [&](size_t i, size_t, const Verdict& v) {
+    judge(paths, [&](size_t i, const Verdict& v) {
       db_->record_verdict(pending[i].id, to_json(v), v.correct, score_of(v), v.reward);
     });
   }
@@ -237,7 +367,8 @@ class Loop {
       if (c.iteration != it || !c.correct || c.score < o_.jump_factor * best_before) continue;
       std::fprintf(stderr, "kforge optimize: candidate %lld jumped to %.3fx (best was %.3fx): measuring it again\n",
                    (long long)c.id, c.score, best_before);
-      Verdict again = evaluator_->evaluate(candidate_path(c.id), problem_);
+      Verdict again;
+      judge({candidate_path(c.id)}, [&](size_t, const Verdict& v) { again = v; });
       const double score2 = score_of(again);
       nlohmann::json verdict = c.verdict;
       verdict["remeasured"] = to_json(again);
@@ -246,7 +377,7 @@ class Loop {
       double reward = 0;
       if (correct) {
         Verdict lower = score2 < c.score ? again : verdict_from_json(c.verdict);
-        reward = compute_reward(lower, o_.eval.reward);
+        reward = compute_reward(lower, reward_config());
       }
       if (correct && reviewer_) review(c, best_before, verdict, correct, score, reward);
       db_->record_verdict(c.id, verdict, correct, score, reward);
@@ -319,8 +450,14 @@ class Loop {
       return true;
     }
     PromptInputs in;
-    in.task = describe_task(problem_);
-    in.reference = all.front().source;
+    if (torch_) {
+      in.task = describe_torch_task(o_.task, o_.torch);
+      in.reference = task_source_;
+      in.language = "python";
+    } else {
+      in.task = describe_task(problem_);
+      in.reference = all.front().source;
+    }
     for (const CandidateRecord& c : shown) {
       Exemplar e;
       e.id = c.id;
@@ -384,6 +521,7 @@ class Loop {
     c.sample = sample;
     c.policy = policy;
     c.parents = {parent};
+    c.language = torch_ ? "python" : "cuda";
     return c;
   }
 
@@ -391,7 +529,7 @@ class Loop {
                                 const std::string& text, const std::string& prompt) const {
     CandidateRecord c = make_record(it, sample, policy, parent.id);
     c.prompt = prompt;
-    const ParsedResponse parsed = parse_response(text);
+    const ParsedResponse parsed = parse_response(text, torch_ ? "python" : "cuda");
     c.analysis = parsed.analysis;
     if (!parsed.edits.empty()) {
       const EditOutcome out = apply_edits(parent.source, parsed.edits);
@@ -445,6 +583,9 @@ class Loop {
   std::unique_ptr<ProgramDb> db_;
   int64_t run_id_ = 0;
   HgemmProblem problem_;
+  bool torch_ = false;       // a PyTorch task (candidates are ModelNew files, language "python")
+  std::string task_source_;  // its task file's text (the reference shown in prompts)
+  std::unique_ptr<TorchEvaluator> torch_evaluator_;
   std::unique_ptr<Sampler> sampler_;
   PromptTemplates templates_;
   std::unique_ptr<LlmClient> llm_, reviewer_;

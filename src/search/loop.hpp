@@ -10,11 +10,12 @@
 #include "eval/evaluator.hpp"
 #include "llm/client.hpp"
 #include "ops/hgemm.hpp"
+#include "torch/torch_eval.hpp"
 
 namespace kforge {
 
 struct OptimizeOptions {
-  std::string task;                 // "hgemm:MxNxK[:tn|nn][:f32|f16]"
+  std::string task;                 // "hgemm:MxNxK[:tn|nn][:f32|f16]", or a KernelBench-format task file (.py)
   std::string run_dir;              // holds kforge-search.db and candidates/<id>.cu
   bool resume = false;              // continue the latest run in run_dir with its stored options
   std::string policy = "llm";       // "llm" or "builtin"
@@ -28,8 +29,22 @@ struct OptimizeOptions {
   double jump_factor = 1.5;         // a best speed-up this many times the previous best is re-measured
   std::string reviewer_model;       // non-empty: that model (on the same endpoints) reviews such jumps
   uint64_t seed = 1;
-  EvalOptions eval;
+  EvalOptions eval;                 // HGEMM tasks
+  TorchEvalOptions torch;           // PyTorch tasks (its reward.mode is the baseline the reward uses)
+  std::string seed_file;            // PyTorch tasks: the seed candidate (empty: the reference renamed ModelNew)
 };
+
+// Whether `task` names a PyTorch task file (anything that is not "hgemm:...").
+bool is_torch_task(const std::string& task);
+
+// The seed of a PyTorch task's search: the task's own code with its Model renamed ModelNew (an
+// honest, pure-PyTorch candidate that the evaluator accepts at about 1x eager), under a comment.
+std::string torch_seed_from_task(const std::string& task_source);
+
+// Fails with a usage error, before any run is created, when `path` is not a readable .py task
+// file or (where the worker's Python has torch) the task raises on import or lacks Model,
+// get_inputs or get_init_inputs.
+void check_torch_task_file(const std::string& path, const std::string& python = "");
 
 // "hgemm:4096x4096x64:tn" -> problem. Usage error on anything else.
 HgemmProblem parse_hgemm_task(const std::string& task);
@@ -42,6 +57,7 @@ struct OptimizeSummary {
   int64_t best_id = 0;
   double spent_usd = 0;
   bool interrupted = false;
+  bool python = false;  // a PyTorch task: candidates are candidates/<id>.py
 };
 
 // Runs the loop; `stop` is polled between steps (a Ctrl-C handler sets it).

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "core/error.hpp"
@@ -253,6 +255,144 @@ TEST(Optimize, CtrlCStopsCleanlyAndResumeFinishes) {
   ProgramDb db(dir + "/kforge-search.db");
   EXPECT_EQ(db.latest_run()->state, "complete");
   EXPECT_EQ(db.candidates(db.latest_run()->id).size(), 13u);  // the seed and 6 groups of 2
+}
+
+}  // namespace
+}  // namespace kforge
+
+// ---------------------------------------------------------------------------------------------
+// PyTorch tasks (KernelBench format): the same loop with ModelNew candidates in Python, judged by
+// the PyTorch worker on the CPU (--device cpu) where torch is installed.
+
+#include "torch/torch_eval.hpp"
+
+namespace kforge {
+namespace {
+
+bool have_torch() {
+  static const bool yes = [] {
+    if (find_python().empty()) return false;
+    const nlohmann::json p = probe_python();
+    return p.contains("torch") && p["torch"].is_string();
+  }();
+  return yes;
+}
+
+const char* kPyFull =
+    "## Performance Analysis\nReLU is memory-bound.\n## Code Implementation\n```python\nimport torch\n"
+    "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+    "    def forward(self, x):\n        return x.clamp_min(0.0)\n```\n";
+// An edit against the seed (the task's code with Model renamed ModelNew).
+const char* kPyEdit =
+    "## Algorithm Design\nclamp instead of relu.\n```python\n<<<<<<< SEARCH\n        return torch.relu(x)\n=======\n"
+    "        return torch.clamp(x, min=0.0)\n>>>>>>> REPLACE\n```\n";
+const char* kPyThread =
+    "```python\nimport threading\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+    "    def forward(self, x):\n        threading.Thread(target=lambda: None).start()\n        return x.clamp_min(0.0)\n```\n";
+const char* kCudaOnly = "```cuda\n__global__ void relu(float* x) {}\n```\n";
+
+std::string torch_optimize_cmd(const std::string& url, const std::string& dir, int iterations) {
+  return strf("optimize --task %s/tasks/kforge/01_relu.py --llm-url %s --model scripted --group-size 2 --iterations %d "
+              "--samples 3 --trials 1 --device cpu --run-timeout 300 --run-dir %s",
+              KFORGE_SOURCE_DIR, url.c_str(), iterations, dir.c_str());
+}
+
+TEST(OptimizeTorch, PythonCandidatesJudgedOnCpuStoredAndResumable) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  ScriptedLlmServer server;
+  server.push(ScriptedLlmServer::ok({kPyFull, kPyEdit}));
+  server.push(ScriptedLlmServer::ok({kPyThread, kCudaOnly}));
+  server.push(ScriptedLlmServer::ok({kPyFull, kNoCode}));
+  const std::string dir = test::temp_dir() + "/run";
+  auto r = test::run_kforge(torch_optimize_cmd(server.url(), dir, 2));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("2 iterations"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".py)"), std::string::npos) << r.out;  // the best candidate's file
+  {
+    ProgramDb db(dir + "/kforge-search.db");
+    const auto run = db.latest_run();
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->state, "complete");
+    EXPECT_EQ(run->config["torch"]["device"], "cpu");
+    const auto cands = db.candidates(run->id);
+    ASSERT_EQ(cands.size(), 5u);  // the seed and 2 groups of 2
+    std::map<std::pair<int, int>, CandidateRecord> by_slot;
+    for (const CandidateRecord& c : cands) {
+      EXPECT_EQ(c.language, "python") << c.id;
+      EXPECT_NE(c.status, "pending") << c.id;
+      EXPECT_TRUE(c.advantage.has_value()) << c.id;
+      by_slot[{c.iteration, c.sample}] = c;
+    }
+    auto reasons = [](const CandidateRecord& c) { return c.verdict.is_object() ? c.verdict["reasons"].dump() : ""; };
+    const CandidateRecord& seed = by_slot.at({0, 0});
+    EXPECT_EQ(seed.policy, "seed");
+    EXPECT_NE(seed.source.find("class ModelNew(nn.Module)"), std::string::npos);
+    EXPECT_TRUE(seed.correct) << reasons(seed) << " " << seed.verdict.dump();
+    EXPECT_GT(seed.score, 0);
+    EXPECT_TRUE(by_slot.at({1, 0}).correct) << reasons(by_slot.at({1, 0}));
+    EXPECT_TRUE(seed.verdict["speedup"].contains("eager"));
+    const CandidateRecord& edited = by_slot.at({1, 1});
+    EXPECT_NE(edited.source.find("torch.clamp(x, min=0.0)"), std::string::npos) << edited.source;
+    EXPECT_TRUE(edited.correct) << reasons(edited);
+    EXPECT_NE(reasons(by_slot.at({2, 0})).find("forbidden_call"), std::string::npos) << reasons(by_slot.at({2, 0}));
+    EXPECT_EQ(by_slot.at({2, 1}).status, "invalid");
+    EXPECT_NE(by_slot.at({2, 1}).error.find("`python`"), std::string::npos) << by_slot.at({2, 1}).error;
+    for (const CandidateRecord& c : cands)
+      if (c.status == "evaluated") EXPECT_TRUE(std::filesystem::exists(strf("%s/candidates/%lld.py", dir.c_str(), (long long)c.id)));
+    // The prompt: the PyTorch task text, the task file as reference, python exemplars.
+    const std::string prompt = by_slot.at({2, 0}).prompt;
+    EXPECT_NE(prompt.find("ModelNew"), std::string::npos);
+    EXPECT_NE(prompt.find("load_inline"), std::string::npos);
+    EXPECT_NE(prompt.find("Earlier variants"), std::string::npos);
+    EXPECT_NE(prompt.find("class ModelNew(nn.Module)"), std::string::npos);
+    EXPECT_NE(prompt.find("```python\\n"), std::string::npos);  // the prompt is stored as JSON
+    EXPECT_NE(prompt.find("return torch.relu(x)"), std::string::npos);  // the reference
+    EXPECT_EQ(prompt.find("```cuda"), std::string::npos);
+  }
+  // Extending the run from another folder: the stored task path and PyTorch options (device cpu) apply.
+  auto resumed = test::run_kforge("optimize --resume " + dir + " --iterations 3");
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  ProgramDb db(dir + "/kforge-search.db");
+  const auto cands = db.candidates(db.latest_run()->id);
+  ASSERT_EQ(cands.size(), 7u);
+  EXPECT_TRUE(cands[5].correct) << cands[5].verdict.dump();
+  EXPECT_EQ(cands[6].status, "invalid");
+}
+
+TEST(OptimizeTorch, BadTaskFilesAreUsageErrors) {
+  const std::string dir = test::temp_dir();
+  auto missing = test::run_kforge("optimize --task " + dir + "/none.py --llm-url http://127.0.0.1:9 --model m --run-dir " +
+                                  dir + "/r1");
+  EXPECT_EQ(missing.rc, 2);
+  EXPECT_NE(missing.err.find("no such task file"), std::string::npos) << missing.err;
+  std::ofstream(dir + "/task.txt") << "class Model: pass\n";
+  auto not_py = test::run_kforge("optimize --task " + dir + "/task.txt --llm-url http://127.0.0.1:9 --model m --run-dir " +
+                                 dir + "/r2");
+  EXPECT_EQ(not_py.rc, 2);
+  EXPECT_NE(not_py.err.find("not a .py task file"), std::string::npos) << not_py.err;
+  const std::string relu = std::string(KFORGE_SOURCE_DIR) + "/tasks/kforge/01_relu.py";
+  auto builtin = test::run_kforge("optimize --task " + relu + " --policy builtin --run-dir " + dir + "/r3");
+  EXPECT_EQ(builtin.rc, 2);
+  EXPECT_NE(builtin.err.find("HGEMM kernels only"), std::string::npos) << builtin.err;
+  auto baseline = test::run_kforge("optimize --task " + relu + " --llm-url http://127.0.0.1:9 --model m --baseline fast "
+                                   "--run-dir " + dir + "/r4");
+  EXPECT_EQ(baseline.rc, 2);
+  EXPECT_NE(baseline.err.find("unknown baseline"), std::string::npos) << baseline.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/r1/kforge-search.db"));
+  auto help = test::run_kforge("optimize --help");
+  EXPECT_EQ(help.rc, 0);
+  for (const char* flag : {"--baseline", "--device", "--seed-file", ".py"}) EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: the import check needs torch (" << find_python() << ")";
+  auto raises = test::run_kforge("optimize --task " + std::string(KFORGE_SOURCE_DIR) +
+                                 "/tests/corpus/torch/bad/task_raises.py --llm-url http://127.0.0.1:9 --model m --run-dir " +
+                                 dir + "/r5");
+  EXPECT_EQ(raises.rc, 2);
+  EXPECT_NE(raises.err.find("this task needs a module that is not installed"), std::string::npos) << raises.err;
+  std::ofstream(dir + "/no_model.py") << "import torch\ndef get_inputs():\n    return []\n";
+  auto no_model = test::run_kforge("optimize --task " + dir + "/no_model.py --llm-url http://127.0.0.1:9 --model m "
+                                   "--run-dir " + dir + "/r6");
+  EXPECT_EQ(no_model.rc, 2);
+  EXPECT_NE(no_model.err.find("defines no Model"), std::string::npos) << no_model.err;
 }
 
 }  // namespace
