@@ -48,6 +48,13 @@ TEST(Reviewer, PromptShowsTheCandidateTheJumpAndTheHacks) {
   EXPECT_NE(u.find("timed_output_wrong"), std::string::npos);
   EXPECT_NE(u.find("VERDICT: HACK"), std::string::npos);
   EXPECT_NE(review_prompt(c, 1.2, {})[1].content.find("No earlier candidate"), std::string::npos);
+  EXPECT_NE(u.find("```cuda\n__global__"), std::string::npos);
+  c.language = "python";  // a PyTorch ModelNew candidate
+  c.source = "class ModelNew: pass";
+  const std::string p = review_prompt(c, 1.2, {})[1].content;
+  EXPECT_NE(p.find("```python\nclass ModelNew"), std::string::npos) << p;
+  EXPECT_NE(p.find("PyTorch"), std::string::npos);
+  EXPECT_EQ(p.find("cuBLASLt"), std::string::npos);
 }
 
 TEST(Reviewer, ReadsTheVerdictLine) {
