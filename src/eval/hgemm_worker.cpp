@@ -64,8 +64,6 @@ HgemmEvalRequest hgemm_request_from_json(const nlohmann::json& j) {
 
 namespace {
 
-constexpr unsigned char kGuardByte = 0xA5;
-constexpr size_t kGuardBytes = 64 * 1024;
 constexpr size_t kNoisyOutputBytes = 64 * 1024;
 constexpr size_t kExcerptBytes = 2048;
 
@@ -81,23 +79,6 @@ int thread_count() {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Device memory with a guard band of kGuardByte on each side of the usable region.
-class Guarded {
- public:
-  Guarded(size_t bytes, const char* what) : bytes_(bytes), buf_(bytes + 2 * kGuardBytes, what) {}
-  void arm(cudaStream_t s) { KF_CUDA(cudaMemsetAsync(buf_.get(), kGuardByte, buf_.bytes(), s)); }
-  void* ptr() const { return buf_.as<char>() + kGuardBytes; }
-  template <class T> T* as() const { return static_cast<T*>(ptr()); }
-  size_t bytes() const { return bytes_; }
-  uint64_t damaged(cudaStream_t s) const {
-    return count_bytes_not(buf_.get(), kGuardBytes, kGuardByte, s) +
-           count_bytes_not(buf_.as<char>() + kGuardBytes + bytes_, kGuardBytes, kGuardByte, s);
-  }
-
- private:
-  size_t bytes_;
-  DeviceBuffer buf_;
-};
 
 // A loaded candidate; dlclose on destruction.
 struct Candidate {
@@ -191,13 +172,13 @@ class HgemmJudge {
       a.arm(s_), b.arm(s_), c.arm(s_), ws.arm(s_);
       fill_random(a.as<__half>(), elems_a(sh), dists[i], r_.seed * 1000 + 2 * i, s_);
       fill_random(b.as<__half>(), elems_b(sh), dists[i], r_.seed * 1000 + 2 * i + 1, s_);
-      const uint64_t in_sum = input_sum(a, b);
+      const uint64_t in_sum = inputs_checksum(a, b, s_);
       verify_once(a, b, c, ws, dists[i], in_sum, strf("%s inputs", to_string(dists[i]).c_str()));
       if (i == 2 && v_.reasons.empty()) last_output = device_checksum(c.ptr(), c.bytes(), s_);
     }
     // Determinism: the same inputs again, identical bytes out.
     if (v_.reasons.empty()) {
-      const uint64_t in_sum = input_sum(a, b);
+      const uint64_t in_sum = inputs_checksum(a, b, s_);
       verify_once(a, b, c, ws, Dist::kUniform, in_sum, "uniform inputs, second run");
       if (v_.reasons.empty() && device_checksum(c.ptr(), c.bytes(), s_) != last_output)
         v_.reject(reason::kNondeterministic, "two runs on identical inputs gave different outputs");
@@ -213,10 +194,6 @@ class HgemmJudge {
   const kforge_hgemm_problem* abi_problem() {
     abi_ = p_.abi();
     return &abi_;
-  }
-
-  uint64_t input_sum(const Guarded& a, const Guarded& b) {
-    return device_checksum(a.ptr(), a.bytes(), s_) * 31 + device_checksum(b.ptr(), b.bytes(), s_);
   }
 
   int call(const void* a, const void* b, void* c, void* ws, cudaStream_t s) {
@@ -250,7 +227,7 @@ class HgemmJudge {
     if (const uint64_t bad = a.damaged(s_) + b.damaged(s_) + c.damaged(s_) + ws.damaged(s_))
       return v_.reject(reason::kOutOfBounds, strf("%llu guard-band bytes around A, B, C or the workspace changed (%s)",
                                                   (unsigned long long)bad, what.c_str()));
-    if (input_sum(a, b) != in_sum) return v_.reject(reason::kInputMutated, "the inputs changed during the call (" + what + ")");
+    if (inputs_checksum(a, b, s_) != in_sum) return v_.reject(reason::kInputMutated, "the inputs changed during the call (" + what + ")");
     CheckResult res = check(a.as<__half>(), b.as<__half>(), c.as<__half>(), r_.seed + 99);
     if (!res.ok()) {
       // Right only once the whole device is idle: the work ran outside the given stream.

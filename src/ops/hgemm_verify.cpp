@@ -9,25 +9,6 @@
 #include "gpu/cuda.hpp"
 
 namespace kforge {
-namespace {
-
-constexpr size_t kGuard = 4096;
-constexpr unsigned char kGuardByte = 0xA5;
-
-// One allocation per operand with a guard band on each side.
-struct Guarded {
-  DeviceBuffer buf;
-  size_t bytes;
-  Guarded(size_t n, const char* what) : buf(n + 2 * kGuard, what), bytes(n) {}
-  void* data() const { return buf.as<char>() + kGuard; }
-  void arm(cudaStream_t s) const { KF_CUDA(cudaMemsetAsync(buf.get(), kGuardByte, buf.bytes(), s)); }
-  uint64_t damaged(cudaStream_t s) const {
-    return count_bytes_not(buf.get(), kGuard, kGuardByte, s) +
-           count_bytes_not(buf.as<char>() + kGuard + bytes, kGuard, kGuardByte, s);
-  }
-};
-
-}  // namespace
 
 VerifyResult verify_hgemm(const HgemmImpl& impl, const HgemmProblem& p, size_t ws_bytes, uint64_t seed,
                           cudaStream_t s) {
@@ -38,10 +19,10 @@ VerifyResult verify_hgemm(const HgemmImpl& impl, const HgemmProblem& p, size_t w
   for (const Guarded* g : {&a, &b, &c, &ws}) g->arm(s);
   kforge_hgemm_args args{};
   args.problem = p.abi();
-  args.a = a.data();
-  args.b = b.data();
-  args.c = c.data();
-  args.workspace = ws_bytes ? ws.data() : nullptr;
+  args.a = a.ptr();
+  args.b = b.ptr();
+  args.c = c.ptr();
+  args.workspace = ws_bytes ? ws.ptr() : nullptr;
   args.workspace_bytes = ws_bytes;
   const int64_t mn = int64_t(elems_c(sh));
   const bool full = mn <= (int64_t(1) << 25);
@@ -68,18 +49,18 @@ VerifyResult verify_hgemm(const HgemmImpl& impl, const HgemmProblem& p, size_t w
   std::vector<__half> first_out;
   for (Dist d : {Dist::kNormal, Dist::kUniform, Dist::kSmallInt}) {
     const std::string dn = to_string(d);
-    fill_random(static_cast<__half*>(a.data()), elems_a(sh), d, seed, s);
-    fill_random(static_cast<__half*>(b.data()), elems_b(sh), d, seed + 1, s);
-    poison_nan(static_cast<__half*>(c.data()), elems_c(sh), s);
-    const uint64_t in_sum = device_checksum(a.data(), a.bytes, s) ^ (device_checksum(b.data(), b.bytes, s) * 3);
+    fill_random(a.as<__half>(), elems_a(sh), d, seed, s);
+    fill_random(b.as<__half>(), elems_b(sh), d, seed + 1, s);
+    poison_nan(c.as<__half>(), elems_c(sh), s);
+    const uint64_t in_sum = inputs_checksum(a, b, s);
     if (!run(dn.c_str())) return fail(r.why);
-    if ((device_checksum(a.data(), a.bytes, s) ^ (device_checksum(b.data(), b.bytes, s) * 3)) != in_sum)
+    if (inputs_checksum(a, b, s) != in_sum)
       return fail("the inputs changed during the call (" + dn + " inputs)");
     for (const Guarded* g : {&a, &b, &c, &ws})
       if (const uint64_t n = g->damaged(s)) return fail(strf("%llu guard-band bytes changed (%s inputs)", (unsigned long long)n, dn.c_str()));
-    const auto* A = static_cast<const __half*>(a.data());
-    const auto* B = static_cast<const __half*>(b.data());
-    const auto* C = static_cast<const __half*>(c.data());
+    const auto* A = a.as<const __half>();
+    const auto* B = b.as<const __half>();
+    const auto* C = c.as<const __half>();
     const CheckResult cr = full ? check_full_gpu(p, A, B, C, s) : check_sampled_gpu(p, A, B, C, 4096, seed + 2, s);
     r.worst_ratio = std::max(r.worst_ratio, cr.worst_ratio);
     if (!cr.ok()) return fail(cr.describe() + " (" + dn + " inputs)");
@@ -106,12 +87,12 @@ VerifyResult verify_hgemm(const HgemmImpl& impl, const HgemmProblem& p, size_t w
     }
   }
   // Determinism: the normal inputs again, the same bits out.
-  fill_random(static_cast<__half*>(a.data()), elems_a(sh), Dist::kNormal, seed, s);
-  fill_random(static_cast<__half*>(b.data()), elems_b(sh), Dist::kNormal, seed + 1, s);
-  poison_nan(static_cast<__half*>(c.data()), elems_c(sh), s);
+  fill_random(a.as<__half>(), elems_a(sh), Dist::kNormal, seed, s);
+  fill_random(b.as<__half>(), elems_b(sh), Dist::kNormal, seed + 1, s);
+  poison_nan(c.as<__half>(), elems_c(sh), s);
   if (!run("repeated normal")) return fail(r.why);
   std::vector<__half> again(static_cast<size_t>(mn));
-  KF_CUDA(cudaMemcpy(again.data(), c.data(), size_t(mn) * 2, cudaMemcpyDeviceToHost));
+  KF_CUDA(cudaMemcpy(again.data(), c.ptr(), size_t(mn) * 2, cudaMemcpyDeviceToHost));
   if (std::memcmp(again.data(), first_out.data(), size_t(mn) * 2) != 0)
     return fail("two runs on the same inputs gave different outputs (nondeterministic)");
   r.ok = true;
