@@ -299,13 +299,9 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
 
       // Epilogue. Accumulator layout of m64nN: warp w holds rows 16w..16w+15; lane l holds rows
       // l/4 and l/4+8 of them, columns 8j + 2(l%4) + {0,1} for j < N/8.
-      const int row0 = tm * BM + row_off + warp * 16 + lane / 4;
-      const int col0 = tn * BN + 2 * (lane % 4);
       if constexpr (SPLITK == 1) {
         // Through the warp's staging buffer, 64 columns at a time: fragments in, whole rows out.
         __half* stage = reinterpret_cast<__half*>(smem + T::kEpiOffset) + (cw * 4 + warp) * 16 * T::kStageRow;
-        (void)row0;
-        (void)col0;
 #pragma unroll
         for (int i = 0; i < T::kMmaM; ++i) {
           const int wrow0 = tm * BM + row_off + i * 64 + warp * 16;

@@ -14,52 +14,39 @@ namespace {
 #define KF_STR2(x) #x
 #define KF_STR(x) KF_STR2(x)
 
-// sm_90a: BM, BN, stages, consumer warpgroups, split-K cluster, rasterisation group, persistent.
-#define KF_SM90(L, A, LN, AN, BM, BN, ST, C, SK, G, P)                                                        \
-  {"sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c" KF_STR(C) "_k" KF_STR(SK) "_g" KF_STR(G) \
-   "_" #P,                                                                                                     \
-   sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>::config(),                                                        \
-   L,                                                                                                          \
-   A,                                                                                                          \
-   &sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>::supports,                                                       \
-   &sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>::workspace_size,                                                 \
-   &sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>::run},
+// One table row from a kernel class: its name, configuration and entry points.
+template <class G>
+constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kforge_hgemm_acc acc) {
+  return {name, G::config(), layout, acc, &G::supports, &G::workspace_size, &G::run};
+}
 
-#define KF_SM90_LAYOUTS(A, AN, ...)                                \
-  KF_SM90(KFORGE_HGEMM_NN, A, "nn", AN, __VA_ARGS__)               \
-  KF_SM90(KFORGE_HGEMM_TN, A, "tn", AN, __VA_ARGS__)
+// One row per B layout of a family's macro (its arguments after layout: acc, acc name, config).
+#define KF_BOTH_LAYOUTS(FAMILY, A, AN, ...) \
+  FAMILY(KFORGE_HGEMM_NN, A, "nn", AN, __VA_ARGS__) FAMILY(KFORGE_HGEMM_TN, A, "tn", AN, __VA_ARGS__)
+
+// sm_90a: BM, BN, stages, consumer warpgroups, split-K cluster, rasterisation group, persistent.
+#define KF_SM90(L, A, LN, AN, BM, BN, ST, C, SK, G, P)                                                          \
+  entry<sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>>("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) \
+                                                   "_c" KF_STR(C) "_k" KF_STR(SK) "_g" KF_STR(G) "_" #P,         \
+                                                   L, A),
 
 // Ping-pong schedule: two consumer warpgroups alternate whole tiles (persistent).
-#define KF_SM90_PP(L, A, LN, AN, BM, BN, ST, G)                                                                   \
-  {"sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_pp",                       \
-   sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>::config(),                                                    \
-   L,                                                                                                              \
-   A,                                                                                                              \
-   &sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>::supports,                                                   \
-   &sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>::workspace_size,                                             \
-   &sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>::run},
-#define KF_SM90_PP_F32(...)                                                 \
-  KF_SM90_PP(KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32, "nn", "f32", __VA_ARGS__) \
-  KF_SM90_PP(KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "tn", "f32", __VA_ARGS__)
+#define KF_SM90_PP(L, A, LN, AN, BM, BN, ST, G)                                                        \
+  entry<sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>>(                                           \
+      "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_pp", L, A),
+#define KF_SM90_PP_F32(...) KF_BOTH_LAYOUTS(KF_SM90_PP, KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
 
 // fp32 accumulation: the tuned space.
-#define KF_SM90_F32(...) KF_SM90_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
+#define KF_SM90_F32(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
 // fp16 accumulation: a smaller space (correct and reasonably fast; not a performance target).
-#define KF_SM90_F16(...) KF_SM90_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", __VA_ARGS__)
+#define KF_SM90_F16(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F16, "f16", __VA_ARGS__)
 
 // sm_80: BM, BN, BK, warps along M, warps along N, stages (every shape and alignment).
-#define KF_SM80(L, A, LN, AN, BM, BN, BK, WM, WN, ST)                                                         \
-  {"sm80_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "x" KF_STR(BK) "_w" KF_STR(WM) "x" KF_STR(WN) "_s" KF_STR(ST), \
-   sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>::config(),                                                         \
-   L,                                                                                                          \
-   A,                                                                                                          \
-   &sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>::supports,                                                        \
-   &sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>::workspace_size,                                                  \
-   &sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>::run},
-
-#define KF_SM80_LAYOUTS(A, AN, ...)                  \
-  KF_SM80(KFORGE_HGEMM_NN, A, "nn", AN, __VA_ARGS__) \
-  KF_SM80(KFORGE_HGEMM_TN, A, "tn", AN, __VA_ARGS__)
+#define KF_SM80(L, A, LN, AN, BM, BN, BK, WM, WN, ST)                                                   \
+  entry<sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A>>("sm80_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "x" KF_STR(BK) \
+                                                  "_w" KF_STR(WM) "x" KF_STR(WN) "_s" KF_STR(ST),             \
+                                                  L, A),
+#define KF_SM80_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SM80, A, AN, __VA_ARGS__)
 
 const KernelVariant kVariants[] = {
     // Large shapes: persistent, two consumer warpgroups, grouped rasterisation.
