@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [tune] [ours] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [repeat] [tune] [ours] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
+#   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
+#   repeat  the evaluator's repeatability: five verdicts of one honest candidate at 4096^3 (tn),
+#           the first on a cold compile cache, with the wall time of each
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
 # Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
 # (made on a machine with apt by ../shared/tools/gpu-deps.sh .gpu-deps).
@@ -35,7 +38,7 @@ if has test; then
   # A failing stage is reported and the next one still runs (one device call must show everything).
   ctest --test-dir "$build" --output-on-failure -j 4 -LE gpu >"$out/ctest-unit.log" 2>&1 || true
   tail -4 "$out/ctest-unit.log"
-  ctest --test-dir "$build" --output-on-failure -L gpu 2>&1 | tee "$out/ctest-gpu.log" | tail -25 || true
+  ctest --test-dir "$build" --output-on-failure -L gpu -E TorchGpuTest 2>&1 | tee "$out/ctest-gpu.log" | tail -25 || true
 fi
 if has kernels; then
   echo "== kforge's kernels: verification of every variant, then every variant timed on probe shapes"
@@ -43,6 +46,25 @@ if has kernels; then
   timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
     --shapes 8192x8192x8192,4096x4096x4096,2048x2048x2048,1024x1024x1024,256x256x8192,64x64x16384,128x4096x4096,64x64x64 \
     --out "$out/kernels-probe.csv" 2>&1 | tail -45 || true
+fi
+if has repeat; then
+  echo "== evaluator repeatability: 5 verdicts of one candidate, 4096x4096x4096 tn"
+  rm -rf "$KFORGE_CACHE_DIR/compile"
+  for i in 1 2 3 4 5; do
+    t0=$(date +%s.%N)
+    timeout 120 $kf eval hgemm --shape 4096x4096x4096 --layout tn --json \
+      --out "$out/repeat-$i.json" tests/corpus/hgemm/honest/mma_sync.cu >/dev/null 2>"$out/repeat-$i.err" || true
+    t1=$(date +%s.%N)
+    python3 - "$out/repeat-$i.json" "$t0" "$t1" <<'PY' || tail -3 "$out/repeat-$i.err"
+import json, sys
+v = json.load(open(sys.argv[1])); v = v[0] if isinstance(v, list) else v
+sp = v.get("speedup", {}).get("offline", {}); c = v.get("candidate_us", {}).get("offline", {})
+b = v.get("baseline_us", {}).get("offline", {})
+print(f"wall {float(sys.argv[3]) - float(sys.argv[2]):5.1f} s  correct {v.get('correct')}  "
+      f"speedup median {sp.get('median')} [p10 {sp.get('p10')}, p90 {sp.get('p90')}]  flags {v.get('flags')}  "
+      f"cand {c.get('median')} us  base {b.get('median')} us")
+PY
+  done
 fi
 if has tune; then
   echo "== tune the grid (resumable; the table is rewritten after every shape)"
