@@ -21,7 +21,7 @@ tests=./$build/kforge_gpu_tests
 stages=("$@")
 ((${#stages[@]})) || stages=(tasks corpus)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
-export KFORGE_TORCH_OUT=$PWD/$out
+export KFORGE_TORCH_OUT=$(cd "$out" && pwd)  # absolute: $OUT may be either
 # A cache of its own, emptied: the full pass is timed from a cold start (extensions, Inductor, Triton).
 export KFORGE_CACHE_DIR=$PWD/$build/cache-pytorch
 has tasks && [ "${KFORGE_KEEP_CACHE:-0}" != 1 ] && rm -rf "$KFORGE_CACHE_DIR"

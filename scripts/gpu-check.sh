@@ -65,6 +65,15 @@ print(f"wall {float(sys.argv[3]) - float(sys.argv[2]):5.1f} s  correct {v.get('c
       f"cand {c.get('median')} us  base {b.get('median')} us")
 PY
   done
+  python3 - "$out"/repeat-?.json <<'PY' || true
+import json, statistics, sys
+m = []
+for f in sys.argv[1:]:
+    v = json.load(open(f)); v = v[0] if isinstance(v, list) else v
+    m.append(v["speedup"]["offline"]["median"])
+c = statistics.median(m)
+print(f"repeatability: {len(m)} medians, {min(m) / c - 1:+.2%} .. {max(m) / c - 1:+.2%} around {c:.5f} (target within +-2%)")
+PY
 fi
 if has tune; then
   echo "== tune the grid (resumable; the table is rewritten after every shape)"

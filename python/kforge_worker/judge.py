@@ -491,24 +491,47 @@ class Judge:
         inputs = self.make_inputs(self.seed * 1000 + 777)
         with torch.no_grad():
             refs = self.ref(*self.clone_inputs(inputs))
-        self.sync()
         cur = torch.cuda.current_stream()
-        sleep(int(4e8))  # ~0.2 s at 2 GHz
-        out = None
-        try:
-            with torch.no_grad():
-                out = self.watching_reference(lambda: self.new(*inputs), "side-stream probe")
-            ready = True
+
+        def matches(out):
+            """On the judge's own stream, which does not wait for the current one."""
             with torch.cuda.stream(self.probe_stream), torch.no_grad():
                 for o, r in zip(self.flatten(out, "")[0], self.flatten(refs, "")[0]):
                     if not (isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and o.shape == r.shape
                             and o.dtype == r.dtype and o.device == r.device):
-                        ready = False
-                        break
+                        return False
                     atol, rtol = self.tolerance(r.dtype)
                     if not bool(torch.allclose(o.detach(), r, atol=atol, rtol=rtol)):
-                        ready = False
-                        break
+                        return False
+            return True
+
+        try:
+            # One untimed round first, so that every block the call and the comparison allocate is in
+            # the caching allocator: a cudaMalloc under the spin kernel would synchronise the device and
+            # finish the current stream's work early (measured on the H200: every probe came out
+            # "not blocked" when the allocator cache had just been emptied).
+            # The warm-up outputs are poisoned before they go back to the cache: the probed call gets
+            # the same blocks, and an output that is still unwritten must not already hold the answer.
+            with torch.no_grad():
+                out = self.watching_reference(lambda: self.new(*inputs), "side-stream probe")
+            matches(out)
+            self.sync()
+            poisoned = True
+            for o in self.flatten(out, "")[0]:
+                if isinstance(o, torch.Tensor) and o.is_floating_point():
+                    o.detach().fill_(float("nan"))
+                elif isinstance(o, torch.Tensor) and o.dtype != torch.bool and not o.is_complex():
+                    o.detach().fill_(torch.iinfo(o.dtype).max)
+                else:
+                    poisoned = False
+            del out
+            self.sync()
+            sleep(int(4e8))  # ~0.2 s at 2 GHz
+            with torch.no_grad():
+                out = self.watching_reference(lambda: self.new(*inputs), "side-stream probe")
+            time.sleep(0.05)  # work on a side stream (anything under 50 ms) finishes meanwhile
+            blocked_after_call = poisoned and not cur.query()
+            ready = blocked_after_call and matches(out)
             blocked = not cur.query()
         except Exception as e:
             self.sync()
@@ -516,8 +539,13 @@ class Judge:
             self.v.reject(code, why)
             raise Rejected()
         self.sync()
-        self.checks["side_stream_probe"] = {"output_ready_early": ready, "current_stream_blocked": blocked}
-        if ready and blocked:
+        self.checks["side_stream_probe"] = {"output_ready_early": ready, "current_stream_blocked": blocked,
+                                            "blocked_after_call": blocked_after_call}
+        if not blocked_after_call:
+            # The call itself waited for the device (a synchronising API, an allocation): the probe
+            # cannot tell where its work ran; the event/wall cross-check during timing still can.
+            self.v.flag("side_stream_probe_inconclusive")
+        elif ready and blocked:
             self.v.reject("side_stream", "the output was complete while the current stream was still held up: the "
                           "candidate's work ran on another stream that the current stream does not wait for")
             raise Rejected()
@@ -712,11 +740,13 @@ class Judge:
                 return es[len(es) // 2] / max(ws[len(ws) // 2], 1e-9)
             rc, re_ = ratio("candidate"), ratio("eager")
             self.details["timing"]["event_over_wall"] = {"candidate": rc, "eager": re_}
-            if rc < 0.5 * re_ and rc < 0.6:
+            # Measured on the H200: honest candidates 0.97-1.00 of the reference's ratio; a matmul on
+            # an unsynchronised side stream 0.55.
+            if rc < 0.75 * re_ and rc < 0.8:
                 v.reject("side_stream", "events on the current stream saw %.0f%% of the candidate's wall time (the "
                          "reference's saw %.0f%%): its work ran on another stream" % (100 * rc, 100 * re_))
                 raise Rejected()
-            if rc < 0.8 * re_:
+            if rc < 0.9 * re_:
                 v.flag("event_wall_gap")
         for n in names:
             if n == "candidate":

@@ -319,6 +319,7 @@ class HgemmJudge {
       TimingConfig cfg;
       cfg.mode = parse_mode(mode_name);
       cfg.samples = r_.samples;
+      cfg.preroll = true;
       PairedTiming t;
       bool settled = false;
       for (int attempt = 0; attempt < 3 && !settled; ++attempt) {

@@ -104,12 +104,15 @@ void Timer::prepare(const Launch& f, const TimingConfig& cfg, double target_us, 
 double Timer::sample(const Launch& f, const TimingConfig& cfg, Prepared& prep) {
   switch (cfg.mode) {
     case Mode::kGraph:
+      if (cfg.preroll) prep.graph.launch(s_);
       start_.record(s_);
       prep.graph.launch(s_);
       stop_.record(s_);
       return elapsed_ms(start_, stop_) * 1000.0 / prep.calls;
     case Mode::kOffline:
       if (!cfg.flush_l2) {
+        if (cfg.preroll)
+          for (int i = 0; i < prep.calls; ++i) f(s_, call_index_++);
         start_.record(s_);
         for (int i = 0; i < prep.calls; ++i) f(s_, call_index_++);
         stop_.record(s_);

@@ -38,6 +38,12 @@ struct TimingConfig {
   // Interleaved timing of several launches: every batch lasts at least twice the longest single
   // call, so that each sample of a short call averages over the state a long one leaves behind.
   bool equal_batches = true;
+  // Offline and graph: before every timed batch, the same batch run once untimed, so that each
+  // sample is taken in the clock and power state its own back-to-back calls produce, not the one
+  // the previous launch of an interleaved set left behind (a light kernel timed right after 24 ms
+  // of a power-hungry cuBLASLt GEMM ran 13% slower than back to back). Doubles the timing cost;
+  // the evaluator uses it, where A and B differ most.
+  bool preroll = false;
   bool flush_l2 = false;
   double server_rate_hz = 2000; // server mode: mean call rate
 };
