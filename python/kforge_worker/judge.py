@@ -633,8 +633,13 @@ class Judge:
             pool_n = max(2, min(pool_n, int(0.25 * free // max(in_bytes * 3, 1))))
         pool = [self.make_inputs(self.seed * 1000 + 500 + i) for i in range(pool_n)]
         self.check_state("before the baselines")
+        before = guards.os_threads()
         contenders = self.prepare_baselines(pool)
         self.resnapshot()  # torch.compile and graph capture are the judge's own doing
+        # So are the OS threads they start (Inductor's compile workers, Triton): measured on the H200,
+        # every honest candidate was flagged os_threads_grew when the compile baselines ran. Threads
+        # the candidate started before this point are still counted.
+        self.os_threads.update({k: n for k, n in guards.os_threads().items() if k not in before})
         new = self.new
         contenders = dict(contenders)
         contenders["candidate"] = lambda i: new(*pool[i])
