@@ -28,4 +28,16 @@ if ! command -v nvcc >/dev/null 2>&1; then
   fi
   exit 1
 fi
+
+# Optional: torch for the PyTorch worker's CPU tests (KFORGE_WITH_TORCH=1; .ci/run sets it). Without
+# it those tests print SKIPPED and the protocol, scan, metrics and import tests still run.
+if [ "${KFORGE_WITH_TORCH:-0}" = 1 ] && ! python3 -c "import torch" >/dev/null 2>&1; then
+  echo "install-deps: installing torch for python3 (pip; KFORGE_WITH_TORCH=1)"
+  t0=$SECONDS
+  if timeout 900 python3 -m pip install -q torch >/tmp/kforge-pip-torch.log 2>&1; then
+    echo "install-deps: torch $(python3 -c 'import torch; print(torch.__version__)') installed in $((SECONDS - t0)) s"
+  else
+    echo "install-deps: torch could not be installed ($(tail -n 1 /tmp/kforge-pip-torch.log)); the PyTorch worker tests will say SKIPPED" >&2
+  fi
+fi
 echo "install-deps: ok ($(nvcc --version | tail -n 1))"
