@@ -34,6 +34,8 @@ struct OptimizeCli {
   std::string device = "cuda", baseline = "eager", python;
   int trials = 5;
   double import_timeout = 60;
+  double atol = -1, rtol = -1;
+  bool allow_streams = false, require_cuda_kernel = false;
 };
 
 void run(OptimizeCli& c) {
@@ -91,6 +93,7 @@ void run(OptimizeCli& c) {
   eval.compile.timeout_s = c.compile_timeout;
   eval.reward = parse_reward(c.reward);
   eval.reward.mode = eval.modes.front();
+  eval.scan.allow_streams = c.allow_streams;
   o.eval = eval;
 
   TorchEvalOptions& t = o.torch;  // used when the task (given or stored) is a PyTorch task
@@ -109,6 +112,12 @@ void run(OptimizeCli& c) {
   t.seed = o.seed;
   t.reward = parse_reward(c.reward);
   t.reward.mode = c.baseline;
+  if (c.atol != -1 && !(c.atol >= 0)) KF_USAGE_ERROR("--atol must be a non-negative number");
+  if (c.rtol != -1 && !(c.rtol >= 0)) KF_USAGE_ERROR("--rtol must be a non-negative number");
+  if (c.atol >= 0) t.atol = c.atol;
+  if (c.rtol >= 0) t.rtol = c.rtol;
+  t.allow_streams = c.allow_streams;
+  t.require_cuda_kernel = c.require_cuda_kernel;
 
   g_stop = false;
   auto previous = std::signal(SIGINT, on_stop_signal);
@@ -185,6 +194,15 @@ void register_optimize(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed-file", c->o.seed_file,
                   "PyTorch tasks: the first candidate (default: the task's code with Model renamed ModelNew)");
+  cmd->add_option("--atol", c->atol,
+                  "PyTorch tasks: absolute tolerance (default: the task's KFORGE['atol'], else 1e-4 for fp32, 1e-2 "
+                  "for fp16/bf16); stored with the run");
+  cmd->add_option("--rtol", c->rtol, "PyTorch tasks: relative tolerance (default as for --atol); stored with the run");
+  cmd->add_flag("--allow-streams", c->allow_streams,
+                "let candidates create CUDA streams (the static scan forbids it by default); stored with the run");
+  cmd->add_flag("--require-cuda-kernel", c->require_cuda_kernel,
+                "PyTorch tasks, policy: a candidate must build a __global__ kernel and may not call ATen compute ops "
+                "from C++; stored with the run");
   cmd->add_option("--python", c->python, "PyTorch tasks: the worker's Python (default $KFORGE_PYTHON, else python3)");
   c->o.run_dir = "kforge-run";
   c->o.iterations = -1;

@@ -102,7 +102,8 @@ nlohmann::json to_json(const OptimizeOptions& o) {
           {"modes", o.eval.modes},
           {"samples", o.eval.samples},
           {"reward", o.eval.reward.kind},
-          {"reward_clip_kind", o.eval.reward.clip}};
+          {"reward_clip_kind", o.eval.reward.clip},
+          {"allow_streams", o.eval.scan.allow_streams}};
   if (is_torch_task(o.task)) {
     const TorchEvalOptions& t = o.torch;
     j["torch"] = {{"device", t.device},         {"baselines", t.baselines},
@@ -110,7 +111,10 @@ nlohmann::json to_json(const OptimizeOptions& o) {
                   {"trials", t.trials},         {"compile_timeout_s", t.compile_timeout_s},
                   {"import_timeout_s", t.import_timeout_s}, {"run_timeout_s", t.run_timeout_s},
                   {"reward", t.reward.kind},    {"reward_clip_kind", t.reward.clip},
-                  {"python", t.python}};
+                  {"python", t.python},         {"allow_streams", t.allow_streams},
+                  {"require_cuda_kernel", t.require_cuda_kernel}};
+    j["torch"]["atol"] = t.atol ? nlohmann::json(*t.atol) : nlohmann::json();
+    j["torch"]["rtol"] = t.rtol ? nlohmann::json(*t.rtol) : nlohmann::json();
   }
   return j;
 }
@@ -131,6 +135,7 @@ void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
   o.eval.samples = j.value("samples", o.eval.samples);
   o.eval.reward.kind = j.value("reward", o.eval.reward.kind);
   o.eval.reward.clip = j.value("reward_clip_kind", o.eval.reward.clip);
+  o.eval.scan.allow_streams = j.value("allow_streams", o.eval.scan.allow_streams);
   if (o.llm.endpoints.empty()) {  // the transport may be given anew; otherwise the stored one
     for (const auto& e : j.value("endpoints", nlohmann::json::array())) {
       Endpoint ep;
@@ -159,6 +164,11 @@ void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
     to.reward.kind = t.value("reward", to.reward.kind);
     to.reward.clip = t.value("reward_clip_kind", to.reward.clip);
     if (to.python.empty()) to.python = t.value("python", std::string());
+    to.allow_streams = t.value("allow_streams", to.allow_streams);
+    to.require_cuda_kernel = t.value("require_cuda_kernel", to.require_cuda_kernel);
+    // The tolerances a run was judged with stay its own (null: the task's and the dtype's defaults).
+    for (const auto& [key, dst] : {std::pair{"atol", &to.atol}, std::pair{"rtol", &to.rtol}})
+      if (t.contains(key)) *dst = t[key].is_number() ? std::optional<double>(t[key].get<double>()) : std::nullopt;
   }
 }
 

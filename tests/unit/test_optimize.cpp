@@ -293,7 +293,7 @@ const char* kCudaOnly = "```cuda\n__global__ void relu(float* x) {}\n```\n";
 
 std::string torch_optimize_cmd(const std::string& url, const std::string& dir, int iterations) {
   return strf("optimize --task %s/tasks/kforge/01_relu.py --llm-url %s --model scripted --group-size 2 --iterations %d "
-              "--samples 3 --trials 1 --device cpu --run-timeout 300 --run-dir %s",
+              "--samples 3 --trials 1 --device cpu --run-timeout 300 --atol 0.001 --allow-streams --run-dir %s",
               KFORGE_SOURCE_DIR, url.c_str(), iterations, dir.c_str());
 }
 
@@ -314,6 +314,11 @@ TEST(OptimizeTorch, PythonCandidatesJudgedOnCpuStoredAndResumable) {
     ASSERT_TRUE(run);
     EXPECT_EQ(run->state, "complete");
     EXPECT_EQ(run->config["torch"]["device"], "cpu");
+    // The judging policy is stored with the run, so that a resumed run is judged the same way.
+    EXPECT_EQ(run->config["torch"]["atol"], 0.001);
+    EXPECT_TRUE(run->config["torch"]["rtol"].is_null());
+    EXPECT_EQ(run->config["torch"]["allow_streams"], true);
+    EXPECT_EQ(run->config["torch"]["require_cuda_kernel"], false);
     const auto cands = db.candidates(run->id);
     ASSERT_EQ(cands.size(), 5u);  // the seed and 2 groups of 2
     std::map<std::pair<int, int>, CandidateRecord> by_slot;
@@ -378,10 +383,15 @@ TEST(OptimizeTorch, BadTaskFilesAreUsageErrors) {
                                    "--run-dir " + dir + "/r4");
   EXPECT_EQ(baseline.rc, 2);
   EXPECT_NE(baseline.err.find("unknown baseline"), std::string::npos) << baseline.err;
+  auto atol = test::run_kforge("optimize --task " + relu + " --llm-url http://127.0.0.1:9 --model m --atol -3 "
+                               "--run-dir " + dir + "/r7");
+  EXPECT_EQ(atol.rc, 2);
+  EXPECT_NE(atol.err.find("--atol must be a non-negative number"), std::string::npos) << atol.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/r1/kforge-search.db"));
   auto help = test::run_kforge("optimize --help");
   EXPECT_EQ(help.rc, 0);
-  for (const char* flag : {"--baseline", "--device", "--seed-file", ".py"}) EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  for (const char* flag : {"--baseline", "--device", "--seed-file", ".py", "--atol", "--rtol", "--allow-streams",
+                           "--require-cuda-kernel"}) EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
   if (!have_torch()) GTEST_SKIP() << "SKIPPED: the import check needs torch (" << find_python() << ")";
   auto raises = test::run_kforge("optimize --task " + std::string(KFORGE_SOURCE_DIR) +
                                  "/tests/corpus/torch/bad/task_raises.py --llm-url http://127.0.0.1:9 --model m --run-dir " +
