@@ -28,6 +28,7 @@ struct KernelConfig {
   int group_m = 0;             // rasterisation: tile rows per group (0: row-major order)
   bool persistent = false;     // sm90: one CTA per SM looping over tiles
   bool pingpong = false;       // sm90: consumers alternate whole tiles (else they split each tile)
+  int multicast = 1;           // sm90: CTAs of a cluster along M sharing each B tile through TMA multicast
 };
 
 // Return codes of a variant's run(), beyond 0.

@@ -1,8 +1,10 @@
 // kforge's sm_90a HGEMM kernel family: TMA loads into 128-byte-swizzled shared memory, an
 // mbarrier pipeline of kStages stages, warp specialisation (one producer warpgroup issuing TMA,
 // kConsumers consumer warpgroups issuing wgmma, registers moved from producer to consumers with
-// setmaxnreg), a persistent tile loop with grouped rasterisation, and split-K across the CTAs of
-// a thread-block cluster reduced deterministically through distributed shared memory.
+// setmaxnreg), a persistent tile loop with grouped rasterisation, split-K across the CTAs of
+// a thread-block cluster reduced deterministically through distributed shared memory, and 2-CTA
+// clusters along M whose CTAs share each B tile through TMA multicast (each loads half of it into
+// both CTAs' shared memory and a stage is refilled only once both CTAs' consumers released it).
 //
 //   C[M,N] = A[M,K] * B,  A row-major (K-major for wgmma), B K-major (layout tn) or N-major (nn).
 //
@@ -27,7 +29,7 @@ namespace kforge::kernels::sm90 {
 constexpr int kBK = 64;  // 64 halves = one 128-byte swizzle row
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG = false>
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1>
 struct Traits {
   // Cooperative (default): the consumer warpgroups split each tile's rows. Ping-pong: each
   // consumer owns whole tiles, alternating, so that one's epilogue runs under the other's wgmmas.
@@ -61,6 +63,13 @@ struct Traits {
   static_assert(SPLITK >= 1 && SPLITK <= 16, "split-K cluster of 1 to 16 CTAs (over 8: a non-portable cluster size)");
   static_assert(SPLITK == 1 || !PERSISTENT, "cluster split-K runs one tile per CTA");
   static_assert(GROUP_M >= 0 && GROUP_M <= 64, "rasterisation group of 0 to 64 tile rows");
+  static_assert(MCAST == 1 || MCAST == 2, "B multicast to a cluster of 1 or 2 CTAs along M (larger clusters lost "
+                                          "performance in published Hopper GEMMs)");
+  static_assert(MCAST == 1 || (SPLITK == 1 && !PINGPONG), "multicast: cooperative consumers, no split-K cluster");
+  // Each CTA of a pair loads its half of a K-major B tile (BN/2 rows): whole 8-row swizzle atoms.
+  static_assert((BN / MCAST) % 8 == 0, "a multicast half of the B tile is a whole number of 8-row swizzle atoms");
+  // Consumers release a stage to the producers of every CTA whose loads land in it.
+  static constexpr int kEmptyArrivals = (PINGPONG ? 1 : CONSUMERS) * MCAST;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -100,6 +109,24 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
           "r"(smem_u32(dst)),
       "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y)
       : "memory");
+}
+
+// The same load delivered to the same shared-memory offset, and signalled on the same barrier
+// offset, in every CTA of this cluster named in `mask`.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, int x, int y,
+                                                      uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y), "h"(mask)
+      : "memory");
+}
+
+// Arrives on the barrier at the address `local` has in this CTA, in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* local, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -187,11 +214,11 @@ struct Params {
 };
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG>
-__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG>::kThreads, 1)
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST>
+__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
   extern __shared__ uint8_t smem_raw[];
   // 1 KiB alignment: the swizzle pattern repeats every 1024 bytes and TMA and wgmma must agree.
   const uint32_t raw = smem_u32(smem_raw);
@@ -204,19 +231,30 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], PINGPONG ? 1 : CONSUMERS);  // the consumers that read each stage
+      mbar_init(&empty[s], T::kEmptyArrivals);  // the consumers that read each stage (of both CTAs: multicast)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  // Multicast: the peer's loads land in this CTA's shared memory and signal its barriers, so both
+  // CTAs' barriers must be initialised before either producer starts.
+  if constexpr (MCAST > 1) {
+    __syncwarp();  // thread 0's warp reconverges before the warp-aligned cluster barrier
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
-  const int num_tiles = p.tiles_m * p.tiles_n;
+  // Multicast: a scheduling unit is a column of MCAST vertically adjacent tiles sharing one B tile;
+  // CTA rank r of the cluster takes row r of it. Both CTAs walk the same units in the same order.
+  const uint32_t mc_rank = MCAST > 1 ? cluster_rank() : 0;
+  const int units_m = (p.tiles_m + MCAST - 1) / MCAST;
+  const int num_tiles = units_m * p.tiles_n;  // scheduling units (tiles when MCAST == 1)
   // This CTA's K range (split-K: cluster rank z takes its share of the k tiles).
   const int split = SPLITK > 1 ? int(blockIdx.z) : 0;
   const int kt_begin = int((int64_t(p.k_tiles) * split) / SPLITK);
   const int kt_end = int((int64_t(p.k_tiles) * (split + 1)) / SPLITK);
-  const int first_tile = blockIdx.x;
-  const int tile_step = PERSISTENT ? gridDim.x : num_tiles;
+  const int first_tile = int(blockIdx.x) / MCAST;
+  const int tile_step = PERSISTENT ? int(gridDim.x) / MCAST : num_tiles;
 
   if (wg == 0) {
     // Producer warpgroup: one thread issues every TMA load.
@@ -225,15 +263,30 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       int it = 0;
       for (int t = first_tile; t < num_tiles; t += tile_step) {
         int tm, tn;
-        tile_coords<GROUP_M>(t, p.tiles_m, p.tiles_n, tm, tn);
+        tile_coords<GROUP_M>(t, units_m, p.tiles_n, tm, tn);
+        tm = tm * MCAST + int(mc_rank);  // may be tiles_m (odd tiles_m): loaded and computed, never stored
         for (int kt = kt_begin; kt < kt_end; ++kt, ++it) {
           const int s = it % STAGES;
           if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
           uint8_t* sa = smem + s * T::kStageBytes;
           uint8_t* sb = sa + T::kTileA;
+          // The whole stage arrives here either way: A from this CTA, B half from each CTA (multicast).
           mbar_expect_tx(&full[s], T::kStageBytes);
-          tma_load_2d(sa, &map_a, &full[s], kt * kBK, tm * BM);
-          if constexpr (L == KFORGE_HGEMM_TN) {
+          // (A past the last tile row: the last row's A again; the tile is computed, never stored.)
+          tma_load_2d(sa, &map_a, &full[s], kt * kBK, (tm < p.tiles_m ? tm : p.tiles_m - 1) * BM);
+          if constexpr (MCAST > 1) {
+            constexpr uint16_t kAll = (1u << MCAST) - 1;
+            if constexpr (L == KFORGE_HGEMM_TN) {
+              constexpr int kHalf = BN / MCAST;  // rows of B (columns of C) this CTA loads for both
+              tma_load_2d_multicast(sb + mc_rank * kHalf * 128, &map_b, &full[s], kt * kBK, tn * BN + int(mc_rank) * kHalf,
+                                    kAll);
+            } else {
+#pragma unroll
+              for (int c = 0; c < BN / 64; ++c)
+                if (c % MCAST == int(mc_rank))
+                  tma_load_2d_multicast(sb + c * (kBK * 128), &map_b, &full[s], tn * BN + c * 64, kt * kBK, kAll);
+            }
+          } else if constexpr (L == KFORGE_HGEMM_TN) {
             tma_load_2d(sb, &map_b, &full[s], kt * kBK, tn * BN);
           } else {
 #pragma unroll
@@ -249,6 +302,15 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
     Acc acc[T::kMmaM][T::kAccRegs];
     const int warp = tid / 32, lane = tid % 32;
     const int row_off = PINGPONG ? 0 : cw * T::kRowsPerConsumer;  // this consumer's rows of a tile
+    // A consumed stage goes back to the producer of every CTA whose loads fill it.
+    auto release_stage = [](uint64_t* bar) {
+      mbar_arrive(bar);
+      if constexpr (MCAST > 1) {
+#pragma unroll
+        for (uint32_t r = 0; r < MCAST; ++r)
+          if (r != cluster_rank()) mbar_arrive_cluster(bar, r);
+      }
+    };
     int ordinal = 0;  // this CTA's tiles, counted: tile j uses the producer's iterations j*KT .. j*KT+KT-1
     for (int t = first_tile; t < num_tiles; t += tile_step, ++ordinal) {
       if (PINGPONG && ordinal % CONSUMERS != cw) continue;
@@ -258,7 +320,8 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       if (PINGPONG && ordinal > 0) named_sync(cw == 0 ? 3 : 2, 256);
       int it = ordinal * (kt_end - kt_begin);
       int tm, tn;
-      tile_coords<GROUP_M>(t, p.tiles_m, p.tiles_n, tm, tn);
+      tile_coords<GROUP_M>(t, units_m, p.tiles_n, tm, tn);
+      tm = tm * MCAST + int(mc_rank);
 #pragma unroll
       for (int i = 0; i < T::kMmaM; ++i)
 #pragma unroll
@@ -290,12 +353,12 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
         wgmma_commit();
         // Keep one k tile of wgmmas in flight; the one before it is done: release its stage.
         wgmma_wait<1>();
-        if (prev_stage >= 0 && tid == 0) mbar_arrive(&empty[prev_stage]);
+        if (prev_stage >= 0 && tid == 0) release_stage(&empty[prev_stage]);
         prev_stage = s;
       }
       if (PINGPONG && t + tile_step < num_tiles) named_arrive(cw == 0 ? 2 : 3, 256);  // the other may start
       wgmma_wait<0>();
-      if (prev_stage >= 0 && tid == 0) mbar_arrive(&empty[prev_stage]);
+      if (prev_stage >= 0 && tid == 0) release_stage(&empty[prev_stage]);
 
       // Epilogue. Accumulator layout of m64nN: warp w holds rows 16w..16w+15; lane l holds rows
       // l/4 and l/4+8 of them, columns 8j + 2(l%4) + {0,1} for j < N/8.
@@ -411,6 +474,11 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
     }
     cluster_sync();  // no CTA leaves while a peer may still read its shared memory
   }
+  // Multicast: no CTA leaves while its peer may still arrive on its barriers.
+  if constexpr (MCAST > 1) {
+    __syncwarp();  // the producer warp's thread 0 rejoins its warp before the warp-aligned barrier
+    cluster_sync();
+  }
 #else
   __trap();  // built without sm_90a code: never launched (run() checks the device), never silent
 #endif
@@ -499,9 +567,9 @@ inline int sm_count() {
 }
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC, bool PINGPONG = false>
+          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1>
 struct Gemm {
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
 
   static constexpr KernelConfig config() {
     KernelConfig c;
@@ -515,6 +583,7 @@ struct Gemm {
     c.group_m = GROUP_M;
     c.persistent = PERSISTENT;
     c.pingpong = PINGPONG;
+    c.multicast = MCAST;
     return c;
   }
 
@@ -540,7 +609,7 @@ struct Gemm {
     const kforge_hgemm_problem& pr = a->problem;
     CUtensorMap ma, mb;
     if (!cached_map(&ma, a->a, uint64_t(pr.k), uint64_t(pr.m), uint64_t(pr.k), BM)) return kRunNoTensorMap;
-    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, a->b, uint64_t(pr.k), uint64_t(pr.n), uint64_t(pr.k), BN)
+    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, a->b, uint64_t(pr.k), uint64_t(pr.n), uint64_t(pr.k), BN / MCAST)
                                            : cached_map(&mb, a->b, uint64_t(pr.n), uint64_t(pr.k), uint64_t(pr.n), kBK);
     if (!ok_b) return kRunNoTensorMap;
     Params p;
@@ -552,7 +621,7 @@ struct Gemm {
     p.tiles_n = int((pr.n + BN - 1) / BN);
     p.k_tiles = int((pr.k + kBK - 1) / kBK);
     const int tiles = p.tiles_m * p.tiles_n;
-    auto kernel = gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG>;
+    auto kernel = gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
     static const cudaError_t attr = [&] {
       cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
       if (e == cudaSuccess && SPLITK > 8) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
@@ -576,6 +645,31 @@ struct Gemm {
       attrs[0].val.clusterDim.z = SPLITK;
       cfg.attrs = attrs;
       cfg.numAttrs = 1;
+    } else if constexpr (MCAST > 1) {
+      // Pairs of CTAs; a persistent grid holds only as many pairs as can be resident at once (a
+      // cluster must fit in one GPC), or the last pairs would run as a second wave.
+      const int units = ((p.tiles_m + MCAST - 1) / MCAST) * p.tiles_n;
+      attrs[0].id = cudaLaunchAttributeClusterDimension;
+      attrs[0].val.clusterDim.x = MCAST;
+      attrs[0].val.clusterDim.y = 1;
+      attrs[0].val.clusterDim.z = 1;
+      cfg.attrs = attrs;
+      cfg.numAttrs = 1;
+      int pairs = units;
+      if constexpr (PERSISTENT) {
+        static const int resident = [&] {
+          cudaLaunchConfig_t q = cfg;
+          q.gridDim = dim3(sm_count() / MCAST * MCAST);
+          int n = 0;
+          if (cudaOccupancyMaxActiveClusters(&n, kernel, &q) != cudaSuccess || n < 1) {
+            cudaGetLastError();
+            n = sm_count() / MCAST;
+          }
+          return n;
+        }();
+        pairs = units < resident ? units : resident;
+      }
+      cfg.gridDim = dim3(pairs * MCAST);
     } else {
       cfg.gridDim = dim3(PERSISTENT ? (tiles < sm_count() ? tiles : sm_count()) : tiles);
     }

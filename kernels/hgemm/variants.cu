@@ -36,6 +36,12 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
       "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_pp", L, A),
 #define KF_SM90_PP_F32(...) KF_BOTH_LAYOUTS(KF_SM90_PP, KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
 
+// 2-CTA clusters along M sharing each B tile through TMA multicast (persistent, cooperative).
+#define KF_SM90_MC(L, A, LN, AN, BM, BN, ST, G)                                                        \
+  entry<sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, false, 2>>(                                       \
+      "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_mc2", L, A),
+#define KF_SM90_MC_F32(...) KF_BOTH_LAYOUTS(KF_SM90_MC, KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
+
 // fp32 accumulation: the tuned space.
 #define KF_SM90_F32(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
 // fp16 accumulation: a smaller space (correct and reasonably fast; not a performance target).
@@ -58,6 +64,9 @@ const KernelVariant kVariants[] = {
     KF_SM90_PP_F32(128, 128, 6, 8)
     KF_SM90_PP_F32(64, 256, 4, 8)
     KF_SM90_PP_F32(128, 64, 8, 8)
+    // Multicast pairs: half the L2-to-SM traffic for B on shapes of several waves.
+    KF_SM90_MC_F32(128, 256, 4, 8)
+    KF_SM90_MC_F32(128, 128, 6, 8)
     // Mid-size shapes: one tile per CTA.
     KF_SM90_F32(128, 128, 4, 2, 1, 8, false)
     KF_SM90_F32(128, 64, 6, 2, 1, 8, false)

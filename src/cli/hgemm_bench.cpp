@@ -192,7 +192,10 @@ double predicted_us(const kernels::KernelConfig& c, const Shape& sh, const Devic
   const double sms = std::max(1, dev.sm_count);
   const double waves = c.persistent ? std::max(1.0, tiles / sms) : std::ceil(tiles / sms);
   const double area = double(c.bm) * c.bn;
-  const double eff = c.family == kernels::Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
+  double eff = c.family == kernels::Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
+  // Multicast pairs fetch each B tile once per pair: +2.7% at 8192^3 in a published Hopper worklog
+  // (../shared/HGEMM-NOTES.md); only where there is more than one wave to feed.
+  if (c.multicast > 1 && tiles > sms) eff *= 1.03;
   const double k_per = std::ceil(double(sh.k) / c.splitk / 64.0) * 64.0;
   const double tile_us = 2.0 * area * k_per / (ceil.tensor_tflops * 1e6 / sms * eff);
   const double mem_us = hgemm_bytes(sh) / (ceil.bandwidth_gbs * 1e3);

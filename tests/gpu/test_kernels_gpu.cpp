@@ -23,7 +23,11 @@ TEST_F(GpuTest, EveryKernelVariantPassesVerification) {
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
   ASSERT_GT(count, 0u);
-  const Shape shapes[] = {{64, 64, 64}, {200, 136, 72}, {1000, 520, 1032}, {128, 256, 8192}, {8, 8, 8}, {384, 512, 24}};
+  // Odd tile-row counts (a multicast pair's second CTA past the last row), long K (pipeline phases
+  // wrap within a tile), and more tiles than resident CTAs (persistent CTAs and pairs loop; 2304 x
+  // 2560 is 180 tiles of 128x256).
+  const Shape shapes[] = {{64, 64, 64},    {200, 136, 72}, {1000, 520, 1032}, {128, 256, 8192},
+                          {8, 8, 8},       {384, 512, 24}, {2304, 2560, 192}};
   int verified = 0, failed = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
