@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/text.hpp"
+#include "eval/devices.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/hgemm_worker.hpp"
 #include "measure/timer.hpp"
@@ -29,6 +30,7 @@ struct EvalCliOptions {
   std::string arch;
   bool allow_streams = false;
   bool verify_only = false;
+  std::string devices;
 };
 
 std::string one_line(const Verdict& v) {
@@ -69,13 +71,14 @@ void run_eval(const EvalCliOptions& o) {
   eo.skip_timing = o.verify_only;
   eo.scan.allow_streams = o.allow_streams;
   eo.compile.timeout_s = o.compile_timeout;
+  eo.devices = parse_devices(o.devices);
   Evaluator evaluator(eo);
   std::fprintf(stderr, "kforge eval: %zu candidate(s), HGEMM %s %s acc %s, target %s\n", o.candidates.size(),
                problem.shape.str().c_str(), o.layout.c_str(), o.acc.c_str(), eo.compile.arch.c_str());
   const std::vector<Verdict> verdicts =
-      evaluator.evaluate_batch(o.candidates, problem, [&](size_t i, size_t n, const Verdict& v) {
+      evaluator.evaluate_batch(o.candidates, problem, [&, done = size_t(0)](size_t, size_t n, const Verdict& v) mutable {
         if (!o.json) std::printf("%s\n", one_line(v).c_str());
-        std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, n, v.correct ? "accepted" : "rejected");
+        std::fprintf(stderr, "[%zu/%zu] %s\n", ++done, n, v.correct ? "accepted" : "rejected");
         std::fflush(stdout);
       });
   nlohmann::json all = nlohmann::json::array();
@@ -118,6 +121,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--arch", o->arch, "nvcc target, e.g. sm_90a or sm_80 (default: the device's; sm_90a without one)");
   cmd->add_flag("--allow-streams", o->allow_streams, "let candidates create streams (the static scan forbids it by default)");
   cmd->add_flag("--verify-only", o->verify_only, "check correctness and hardening, skip timing");
+  cmd->add_option("--devices", o->devices,
+                  "GPUs to judge a batch on in parallel, one worker each: 0,1,... or all (default: the first device); "
+                  "every candidate is timed against the baseline on its own device");
   cmd->callback([o] { run_eval(*o); });
 
   // The isolated worker the evaluator starts; not for people.

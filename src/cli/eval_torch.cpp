@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/text.hpp"
+#include "eval/devices.hpp"
 #include "torch/metrics.hpp"
 #include "torch/tasks.hpp"
 #include "torch/torch_eval.hpp"
@@ -41,6 +42,7 @@ struct TorchCliOptions {
   bool verify_only = false;
   std::string python;
   int build_jobs = 0;
+  std::string devices;
 };
 
 std::string one_line(const Verdict& v, const std::string& task) {
@@ -115,6 +117,9 @@ void run_eval_torch(const TorchCliOptions& o) {
   eo.build_jobs = o.build_jobs;
   eo.reward = parse_reward(o.reward);
   eo.reward.mode = "eager";
+  eo.devices = parse_devices(o.devices);
+  if (!eo.devices.empty() && o.device != "cuda")
+    KF_USAGE_ERROR("--devices picks the GPUs itself: leave --device at cuda (got '%s')", o.device.c_str());
 
   std::vector<TorchJob> jobs;
   std::vector<std::string> task_ids;
@@ -140,12 +145,14 @@ void run_eval_torch(const TorchCliOptions& o) {
     }
   }
   TorchEvaluator ev(eo);
+  const std::string where = eo.devices.empty() ? eo.device : "cuda devices " + o.devices;
   std::fprintf(stderr, "kforge eval: %zu candidate(s) on %s, device %s, baselines %s, python %s\n", jobs.size(),
-               o.task.empty() ? o.tasks.c_str() : o.task.c_str(), eo.device.c_str(), join(eo.baselines, ",").c_str(),
+               o.task.empty() ? o.tasks.c_str() : o.task.c_str(), where.c_str(), join(eo.baselines, ",").c_str(),
                ev.options().python.empty() ? "(none)" : ev.options().python.c_str());
+  size_t done = 0;
   const std::vector<Verdict> verdicts = ev.evaluate_batch(jobs, [&](size_t i, size_t n, const Verdict& v) {
     if (!o.json) std::printf("%s\n", one_line(v, jobs[i].task).c_str());
-    std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, n, v.correct ? "accepted" : "rejected");
+    std::fprintf(stderr, "[%zu/%zu] %s\n", ++done, n, v.correct ? "accepted" : "rejected");
     std::fflush(stdout);
   });
   nlohmann::json all = nlohmann::json::array();
@@ -212,6 +219,9 @@ void register_eval_torch(CLI::App& eval) {
                 "call ATen compute ops from C++ (a task can ask for this with KFORGE = {'require_cuda_kernel': True})");
   eval.add_flag("--no-scan", o->no_scan, "skip the static scan (to exercise the run-time defences only)");
   eval.add_flag("--verify-only", o->verify_only, "check correctness and hardening, skip timing");
+  eval.add_option("--devices", o->devices,
+                  "GPUs to judge a batch on in parallel, one worker at a time each: 0,1,... or all (default: --device); "
+                  "every candidate is timed against the baselines on its own device");
   eval.add_option("--python", o->python, "the Python interpreter with torch (default: $KFORGE_PYTHON, else python3)");
   eval.add_option("--build-jobs", o->build_jobs, "extensions built in parallel before judging (0: half the cores, at most 8)")
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "eval/devices.hpp"
 #include "measure/timer.hpp"
 #include "search/loop.hpp"
 
@@ -36,6 +37,7 @@ struct OptimizeCli {
   double import_timeout = 60;
   double atol = -1, rtol = -1;
   bool allow_streams = false, require_cuda_kernel = false;
+  std::string devices;
 };
 
 void run(OptimizeCli& c) {
@@ -94,6 +96,7 @@ void run(OptimizeCli& c) {
   eval.reward = parse_reward(c.reward);
   eval.reward.mode = eval.modes.front();
   eval.scan.allow_streams = c.allow_streams;
+  eval.devices = parse_devices(c.devices);
   o.eval = eval;
 
   TorchEvalOptions& t = o.torch;  // used when the task (given or stored) is a PyTorch task
@@ -118,6 +121,9 @@ void run(OptimizeCli& c) {
   if (c.rtol >= 0) t.rtol = c.rtol;
   t.allow_streams = c.allow_streams;
   t.require_cuda_kernel = c.require_cuda_kernel;
+  t.devices = eval.devices;
+  if (!t.devices.empty() && c.device != "cuda")
+    KF_USAGE_ERROR("--devices picks the GPUs itself: leave --device at cuda (got '%s')", c.device.c_str());
 
   g_stop = false;
   auto previous = std::signal(SIGINT, on_stop_signal);
@@ -203,6 +209,9 @@ void register_optimize(CLI::App& app) {
   cmd->add_flag("--require-cuda-kernel", c->require_cuda_kernel,
                 "PyTorch tasks, policy: a candidate must build a __global__ kernel and may not call ATen compute ops "
                 "from C++; stored with the run");
+  cmd->add_option("--devices", c->devices,
+                  "GPUs to judge each group on in parallel, one worker each: 0,1,... or all (default: the first "
+                  "device); not stored with the run (give it again with --resume)");
   cmd->add_option("--python", c->python, "PyTorch tasks: the worker's Python (default $KFORGE_PYTHON, else python3)");
   c->o.run_dir = "kforge-run";
   c->o.iterations = -1;

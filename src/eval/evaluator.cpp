@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "eval/hgemm_worker.hpp"
+#include "eval/devices.hpp"
 #include "eval/worker_process.hpp"
 #include "gpu/device.hpp"
 
@@ -61,6 +63,7 @@ struct Evaluator::Prepared {
 
 Evaluator::Evaluator(EvalOptions opts) : opts_(std::move(opts)), compiler_(opts_.compile) {
   if (opts_.worker_command.empty()) opts_.worker_command = {self_executable(), "eval-worker"};
+  workers_.resize(std::max<size_t>(1, opts_.devices.size()));
   // A worker that dies must not take the evaluator with it through a broken pipe.
   ::signal(SIGPIPE, SIG_IGN);
 }
@@ -123,18 +126,20 @@ std::vector<Verdict> Evaluator::evaluate_batch(const std::vector<std::string>& p
   }
   const int jobs = opts_.compile_jobs > 0 ? opts_.compile_jobs : int(std::max(1u, std::thread::hardware_concurrency()));
   const std::vector<CompileResult> compiled = compiler_.compile_all(to_compile, jobs);
-  std::vector<Verdict> out;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    Verdict v = prepared[i].rejected ? prepared[i].early
-                                     : judge(paths[i], compiled[compile_slot[i]], problem);
+  std::vector<Verdict> out(paths.size());
+  std::mutex progress_mutex;
+  run_on_slots(paths.size(), workers_.size(), [&](size_t i, size_t slot) {
+    Verdict v = prepared[i].rejected ? prepared[i].early : judge(paths[i], compiled[compile_slot[i]], problem, slot);
     v.reward = compute_reward(v, opts_.reward);
+    std::lock_guard<std::mutex> lock(progress_mutex);
     if (progress) progress(i, paths.size(), v);
-    out.push_back(std::move(v));
-  }
+    out[i] = std::move(v);
+  });
   return out;
 }
 
-Verdict Evaluator::judge(const std::string& path, const CompileResult& compiled, const HgemmProblem& problem) {
+Verdict Evaluator::judge(const std::string& path, const CompileResult& compiled, const HgemmProblem& problem,
+                         size_t slot) {
   nlohmann::json compile_info = {{"key", compiled.key},
                                  {"cache_hit", compiled.cache_hit},
                                  {"seconds", compiled.seconds},
@@ -160,12 +165,15 @@ Verdict Evaluator::judge(const std::string& path, const CompileResult& compiled,
     v.details["compile"] = compile_info;
     return v;
   }
-  Verdict v = run_in_worker(path, compiled.so_path, problem);
+  Verdict v = run_in_worker(path, compiled.so_path, problem, slot);
   v.details["compile"] = compile_info;
+  if (!opts_.devices.empty()) v.details["device"] = opts_.devices[slot];
   return v;
 }
 
-Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_path, const HgemmProblem& problem) {
+Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_path, const HgemmProblem& problem,
+                                 size_t slot) {
+  std::unique_ptr<WorkerProcess>& worker = workers_[slot];
   HgemmEvalRequest req;
   req.id = next_id_++;
   req.so_path = so_path;
@@ -177,29 +185,31 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
   req.skip_timing = opts_.skip_timing;
   Verdict v;
   v.candidate = name;
-  if (!worker_) {
-    worker_ = std::make_unique<WorkerProcess>(opts_.worker_command);
+  if (!worker) {
+    std::vector<std::string> env;
+    if (!opts_.devices.empty()) env.push_back(device_env(opts_.devices[slot]));
+    worker = std::make_unique<WorkerProcess>(opts_.worker_command, env);
     ++workers_started_;
   }
-  if (!worker_->send(to_json(req).dump())) {
-    const std::string how = worker_->kill();
-    worker_.reset();
+  if (!worker->send(to_json(req).dump())) {
+    const std::string how = worker->kill();
+    worker.reset();
     v.reject(reason::kInternalError, "the eval worker could not be reached (" + how + ")");
     return v;
   }
   std::string line;
-  switch (worker_->read_line(opts_.run_timeout_s, line)) {
+  switch (worker->read_line(opts_.run_timeout_s, line)) {
     case WorkerProcess::Read::kTimeout: {
-      worker_->kill();
-      worker_.reset();
+      worker->kill();
+      worker.reset();
       v.reject(reason::kTimeout, strf("no verdict within %.0f s: the candidate hangs or is far too slow; the worker "
                                       "was killed",
                                       opts_.run_timeout_s));
       return v;
     }
     case WorkerProcess::Read::kEof: {
-      const std::string how = worker_->wait_exit();
-      worker_.reset();
+      const std::string how = worker->wait_exit();
+      worker.reset();
       v.reject(reason::kCrashed, "the worker died while running the candidate: " + how);
       return v;
     }
@@ -210,16 +220,16 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
   try {
     j = nlohmann::json::parse(line);
   } catch (const std::exception& e) {
-    worker_->kill();
-    worker_.reset();
+    worker->kill();
+    worker.reset();
     v.reject(reason::kInternalError, std::string("the worker answered with malformed JSON: ") + e.what());
     return v;
   }
   v = verdict_from_json(j);
   v.candidate = name;
   if (j.value("fatal", false)) {
-    worker_->wait_exit();
-    worker_.reset();
+    worker->wait_exit();
+    worker.reset();
   }
   return v;
 }

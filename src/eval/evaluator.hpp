@@ -4,6 +4,7 @@
 // sticky CUDA error is killed and replaced; the candidate gets a verdict saying why, and the
 // evaluator (and the batch) goes on.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +30,9 @@ struct EvalOptions {
   uint64_t seed = 1;
   int compile_jobs = 0;  // 0: one per core
   bool skip_timing = false;
+  // One worker per listed device (indices as in eval/devices.hpp), judging a batch in parallel;
+  // empty: one worker on the default device.
+  std::vector<int> devices;
 };
 
 class Evaluator {
@@ -39,8 +43,10 @@ class Evaluator {
   Evaluator& operator=(const Evaluator&) = delete;
 
   Verdict evaluate(const std::string& path, const HgemmProblem& problem);
-  // Compiles every candidate first (in parallel), then judges them one by one. `progress` (may
-  // be empty) is called after each verdict with (index, count, verdict).
+  // Compiles every candidate first (in parallel), then judges them, one at a time per device
+  // (several devices: in parallel; each verdict's details name its device). `progress` (may be
+  // empty) is called after each verdict with (index, count, verdict), one call at a time, in the
+  // order the verdicts come.
   std::vector<Verdict> evaluate_batch(const std::vector<std::string>& paths, const HgemmProblem& problem,
                                       const std::function<void(size_t, size_t, const Verdict&)>& progress = {});
 
@@ -50,14 +56,14 @@ class Evaluator {
  private:
   struct Prepared;
   Prepared prepare_source(const std::string& path) const;
-  Verdict judge(const std::string& path, const CompileResult& compiled, const HgemmProblem& problem);
-  Verdict run_in_worker(const std::string& name, const std::string& so_path, const HgemmProblem& problem);
+  Verdict judge(const std::string& path, const CompileResult& compiled, const HgemmProblem& problem, size_t slot);
+  Verdict run_in_worker(const std::string& name, const std::string& so_path, const HgemmProblem& problem, size_t slot);
 
   EvalOptions opts_;
   CompileService compiler_;
-  std::unique_ptr<WorkerProcess> worker_;
-  int64_t next_id_ = 1;
-  int workers_started_ = 0;
+  std::vector<std::unique_ptr<WorkerProcess>> workers_;  // one slot per device (at least one)
+  std::atomic<int64_t> next_id_{1};
+  std::atomic<int> workers_started_{0};
 };
 
 // The program that is running (readlink /proc/self/exe).

@@ -16,6 +16,7 @@
 #include "core/hash.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
+#include "eval/devices.hpp"
 #include "eval/worker_process.hpp"
 #include "measure/ceilings.hpp"
 
@@ -201,8 +202,9 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
     for (std::thread& t : pool) t.join();
   }
 
-  std::vector<Verdict> out;
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  std::vector<Verdict> out(jobs.size());
+  std::mutex progress_mutex;
+  run_on_slots(jobs.size(), std::max<size_t>(1, opts_.devices.size()), [&](size_t i, size_t slot) {
     Verdict v;
     if (prepared[i].rejected) {
       v = prepared[i].early;
@@ -214,25 +216,28 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
       const bool built = !prepared[i].needs_build || (opts_.prebuild && build_seconds[i] >= 0);
       const double load_timeout =
           built && opts_.import_timeout_s > 0 ? opts_.import_timeout_s : opts_.compile_timeout_s;
-      v = run_in_worker(jobs[i], prepared[i].build_dir, load_timeout);
+      v = run_in_worker(jobs[i], prepared[i].build_dir, load_timeout, slot);
+      if (!opts_.devices.empty()) v.details["device"] = opts_.devices[slot];
     }
     v.candidate = jobs[i].candidate;
     v.details["task"] = jobs[i].task;
     if (build_seconds[i] >= 0) v.details["build_s"] = build_seconds[i];
     v.reward = compute_reward(v, opts_.reward);
+    std::lock_guard<std::mutex> lock(progress_mutex);
     if (progress) progress(i, jobs.size(), v);
-    out.push_back(std::move(v));
-  }
+    out[i] = std::move(v);
+  });
   return out;
 }
 
-Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& build_dir, double load_timeout_s) {
+Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& build_dir, double load_timeout_s,
+                                      size_t slot) {
   nlohmann::json req = {{"id", next_id_++},
                         {"op", "torch"},
                         {"task", fs::absolute(job.task).string()},
                         {"candidate", fs::absolute(job.candidate).string()},
                         {"name", job.candidate},
-                        {"device", opts_.device},
+                        {"device", opts_.devices.empty() ? opts_.device : std::string("cuda")},
                         {"baselines", opts_.baselines},
                         {"samples", opts_.samples},
                         {"trials", opts_.trials},
@@ -246,7 +251,9 @@ Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& bu
   Verdict v;
   v.candidate = job.candidate;
   // One fresh worker per candidate (see torch_eval.hpp).
-  WorkerProcess worker(worker_command(), {"PYTHONDONTWRITEBYTECODE=1", "MAX_JOBS=2"});
+  std::vector<std::string> env = {"PYTHONDONTWRITEBYTECODE=1", "MAX_JOBS=2"};
+  if (!opts_.devices.empty()) env.push_back(device_env(opts_.devices[slot]));
+  WorkerProcess worker(worker_command(), env);
   ++workers_started_;
   if (!worker.send(req.dump())) {
     v.reject(reason::kInternalError, "the Python worker could not be reached (" + worker.kill() + ")");

@@ -13,6 +13,7 @@
 // time-out to the rest. A worker that hangs is killed (its whole process group), one that dies
 // gives "crashed"; the batch goes on.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -44,6 +45,9 @@ struct TorchEvalOptions {
   std::string cache_dir;                       // empty: $KFORGE_CACHE_DIR/torch (default ~/.cache/kforge/torch)
   size_t max_source_bytes = 512 * 1024;
   RewardConfig reward = {"log", "eager", 10.0};
+  // One worker at a time per listed device (indices as in eval/devices.hpp), judging a batch in
+  // parallel; each worker is pinned to its device and told "cuda". Empty: `device` as given.
+  std::vector<int> devices;
 };
 
 struct TorchJob {
@@ -73,11 +77,11 @@ class TorchEvaluator {
  private:
   struct Prepared;
   Prepared prepare(const TorchJob& job) const;
-  Verdict run_in_worker(const TorchJob& job, const std::string& build_dir, double load_timeout_s);
+  Verdict run_in_worker(const TorchJob& job, const std::string& build_dir, double load_timeout_s, size_t slot);
 
   TorchEvalOptions opts_;
-  int64_t next_id_ = 1;
-  int workers_started_ = 0;
+  std::atomic<int64_t> next_id_{1};
+  std::atomic<int> workers_started_{0};
 };
 
 // The Python interpreter for the worker: `configured` if set, else $KFORGE_PYTHON, else python3 on

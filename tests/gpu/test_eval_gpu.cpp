@@ -111,6 +111,31 @@ TEST_F(GpuTest, BatchOfTwentySurvivesACrashAndAHang) {
   EXPECT_EQ(ev.workers_started(), 3);  // the first, one after the crash, one after the hang
 }
 
+// Two worker slots (both on device 0 here, so that one GPU can test it; `--devices` refuses a
+// repeated index): a batch judged in parallel, a crash in one slot leaving the other's verdicts alone.
+TEST_F(GpuTest, TwoWorkerSlotsJudgeABatchInParallel) {
+  const std::string dir = test::temp_dir();
+  std::vector<std::string> files;
+  for (const char* f : {"naive.cu", "tiled_smem.cu", "wmma_f32acc.cu", "mma_sync.cu", "splitk_host.cu", "multi_launch.cu"})
+    files.push_back(kCorpus + "/honest/" + f);
+  files.insert(files.begin() + 2, kCorpus + "/hacked/calls_abort.cu");
+  EvalOptions o = corpus_options(dir + "/cache");
+  o.devices = {0, 0};
+  o.skip_timing = true;  // two slots on one GPU would time each other
+  Evaluator ev(o);
+  const auto verdicts = ev.evaluate_batch(files, {{384, 256, 512}, Layout::kNN, Acc::kF32});
+  ASSERT_EQ(verdicts.size(), files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    EXPECT_EQ(verdicts[i].candidate, files[i]);  // in the order given
+    EXPECT_EQ(verdicts[i].details.value("device", -1), 0);
+    if (i == 2)
+      EXPECT_TRUE(verdicts[i].has_reason("crashed")) << verdicts[i].message;
+    else
+      EXPECT_TRUE(verdicts[i].correct) << files[i] << ": " << join(verdicts[i].reasons, ",") << " " << verdicts[i].message;
+  }
+  EXPECT_EQ(ev.workers_started(), 3);  // one per slot, and one after the crash
+}
+
 TEST_F(GpuTest, EvalCommandPrintsJsonVerdicts) {
   const std::string dir = test::temp_dir();
   auto r = test::run_kforge("eval hgemm --shape 128x128x256 --json --samples 3 --out " + dir + "/v.json " + kCorpus +

@@ -57,6 +57,16 @@ TEST(EvalCli, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(badreward.rc, 2);
   auto badout = run_kforge("eval hgemm --shape 64x64x64 --out /nonexistent/v.json x.cu");
   EXPECT_EQ(badout.rc, 2);
+  for (const char* devices : {"x", "0,0", "-2"}) {
+    auto bad = run_kforge(std::string("eval hgemm --shape 64x64x64 --devices ") + devices + " x.cu");
+    EXPECT_EQ(bad.rc, 2) << devices;
+    EXPECT_NE(bad.err.find("--devices"), std::string::npos) << bad.err;
+    auto bad_torch = run_kforge(std::string("eval --task t.py --devices ") + devices + " c.py");
+    EXPECT_EQ(bad_torch.rc, 2) << devices;
+  }
+  auto cpu_devices = run_kforge("eval --task t.py --device cpu --devices 0 c.py");
+  EXPECT_EQ(cpu_devices.rc, 2);
+  EXPECT_NE(cpu_devices.err.find("leave --device at cuda"), std::string::npos) << cpu_devices.err;
 }
 
 }  // namespace

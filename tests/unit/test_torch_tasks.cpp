@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -254,6 +255,47 @@ TEST(TorchProtocol, PhasesTimeOutsCrashesAndABatchThatGoesOn) {
   for (const Verdict& x : v)
     if (!x.correct) EXPECT_EQ(x.reward, 0.0);
   EXPECT_EQ(ev.workers_started(), 7);  // one per candidate that reached a worker
+}
+
+TEST(TorchProtocol, SeveralDevicesJudgeInParallelEachWorkerPinned) {
+  if (!have_python()) GTEST_SKIP() << "SKIPPED: no python3";
+  const std::string dir = test::temp_dir();
+  const std::string task = dir + "/task.py";
+  write(task, "# task\n");
+  std::vector<TorchJob> jobs;
+  for (int i = 0; i < 6; ++i) {
+    const std::string c = strf("%s/slow_accept_%d.py", dir.c_str(), i);
+    write(c, "# candidate\n");
+    jobs.push_back({task, c});
+  }
+  TorchEvalOptions o = fake_options();
+  o.devices = {3, 1};  // indices among the visible devices; the workers are pinned through CUDA_VISIBLE_DEVICES
+  o.device = "cuda:2";  // ignored with devices: each pinned worker is told "cuda"
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  TorchEvaluator ev(o);
+  size_t calls = 0;
+  const auto v = ev.evaluate_batch(jobs, [&](size_t, size_t, const Verdict&) { ++calls; });
+  ASSERT_EQ(v.size(), jobs.size());
+  EXPECT_EQ(calls, jobs.size());
+  std::map<int, int> per_device;
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_TRUE(v[i].correct) << v[i].message;
+    EXPECT_EQ(v[i].candidate, jobs[i].candidate);  // verdicts in the order of the jobs
+    const int d = v[i].details.at("device").get<int>();
+    ++per_device[d];
+    EXPECT_EQ(v[i].details.at("visible_devices"), std::to_string(d));
+    EXPECT_EQ(v[i].details.at("request").at("device"), "cuda");
+  }
+  EXPECT_EQ(per_device.size(), 2u);
+  EXPECT_EQ(per_device[1] + per_device[3], 6);
+  // Judged at the same time: some two verdicts' judging intervals overlap.
+  bool overlap = false;
+  for (size_t i = 0; i < v.size(); ++i)
+    for (size_t j = i + 1; j < v.size(); ++j)
+      if (v[i].details["started"].get<double>() < v[j].details["ended"].get<double>() &&
+          v[j].details["started"].get<double>() < v[i].details["ended"].get<double>())
+        overlap = true;
+  EXPECT_TRUE(overlap);
 }
 
 TEST(TorchProtocol, ImportTimeOutOnceBuilt) {

@@ -6,6 +6,8 @@ candidate's file name says.
   *die*           exits without a verdict
   *garbage*       answers with a line that is not JSON
   *fatal*         a cuda_error verdict with "fatal": true, then exits
+  *slow*          as *accept*, half a second later
+Every verdict's details carry the request, the worker's CUDA_VISIBLE_DEVICES and when it judged.
 """
 import json
 import os
@@ -43,10 +45,14 @@ def main():
             send({"id": rid, "candidate": name, "correct": False, "reasons": ["cuda_error"],
                   "message": "an illegal memory access (sticky)", "fatal": True})
             os._exit(0)
+        started = time.time()
+        if "slow" in name:
+            time.sleep(0.5)
         s = {"n": 5, "median": 2.0, "mean": 2.0, "min": 1.9, "max": 2.1, "p10": 1.95, "p90": 2.05}
         send({"id": rid, "candidate": name, "correct": True, "reasons": [], "flags": [], "message": "accepted",
               "speedup": {"eager": s}, "candidate_us": {"eager": dict(s, median=10.0)},
-              "baseline_us": {"eager": dict(s, median=20.0)}, "details": {"request": req}, "fatal": False})
+              "baseline_us": {"eager": dict(s, median=20.0)}, "details": {"request": req, "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                          "started": started, "ended": time.time()}, "fatal": False})
         if req.get("exit_after"):
             os._exit(0)
 

@@ -1,0 +1,27 @@
+// Several GPUs: one eval worker process per device, each pinned to its device through
+// CUDA_VISIBLE_DEVICES, judging the candidates of a batch in parallel (each candidate on one
+// device, paired with the baseline on that same device, so that its speed-up is a same-GPU ratio).
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kforge {
+
+// "--devices": a comma list of device indices ("0,2"), or "all" (every device kforge sees).
+// Indices count the devices visible to kforge (after any CUDA_VISIBLE_DEVICES of its own). A usage
+// error on a malformed list, a repeated index, or, where a GPU is present, an index past the last
+// device. Empty spec: empty list (the default device, one worker).
+std::vector<int> parse_devices(const std::string& spec);
+
+// The environment entry that pins a worker to `device` (an index as above): CUDA_VISIBLE_DEVICES
+// naming that device, translated through kforge's own CUDA_VISIBLE_DEVICES when it has one.
+std::string device_env(int device);
+
+// Runs fn(item, slot) once for every item in [0, n), on `slots` threads (slot 0 .. slots-1, each
+// thread one slot, items handed out in order). The first exception thrown by fn is rethrown here
+// once every thread has stopped; the other threads finish the item they are on and stop.
+void run_on_slots(size_t n, size_t slots, const std::function<void(size_t item, size_t slot)>& fn);
+
+}  // namespace kforge

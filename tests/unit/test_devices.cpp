@@ -1,0 +1,106 @@
+// Several GPUs: the --devices list, the worker's pinning environment, and the parallel slots that
+// judge a batch (tests/unit/test_torch_tasks.cpp runs a whole batch on two pinned stand-in workers).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "core/error.hpp"
+#include "eval/devices.hpp"
+#include "gpu/device.hpp"
+
+namespace kforge {
+namespace {
+
+// Runs f and says whether it threw a usage error (a bad flag value), not some other error.
+template <class F>
+bool usage_error(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.kind() == ErrorKind::kUsage;
+  }
+  return false;
+}
+
+TEST(Devices, ListsAreParsedAndBadOnesAreUsageErrors) {
+  EXPECT_TRUE(parse_devices("").empty());
+  EXPECT_TRUE(parse_devices("  ").empty());
+  for (const char* bad : {"a", "0,,1", "-1", "1.5", "0,0", "0, 0", "2000", "0;1"})
+    EXPECT_TRUE(usage_error([&] { parse_devices(bad); })) << bad;
+  if (gpu_unavailable_reason()) {
+    // No GPU here: indices cannot be checked against a count, "all" has nothing to name.
+    EXPECT_EQ(parse_devices("0,1"), (std::vector<int>{0, 1}));
+    EXPECT_EQ(parse_devices(" 3 , 1 "), (std::vector<int>{3, 1}));
+    EXPECT_TRUE(usage_error([] { parse_devices("all"); }));
+  } else {
+    EXPECT_EQ(parse_devices("0"), (std::vector<int>{0}));
+    EXPECT_FALSE(parse_devices("all").empty());
+    EXPECT_TRUE(usage_error([] { parse_devices("1000"); }));
+  }
+}
+
+TEST(Devices, WorkersArePinnedThroughKforgesOwnVisibleDevices) {
+  const char* saved = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string keep = saved ? saved : "";
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(device_env(2), "CUDA_VISIBLE_DEVICES=2");
+  ::setenv("CUDA_VISIBLE_DEVICES", "4, 6,GPU-abc", 1);
+  EXPECT_EQ(device_env(0), "CUDA_VISIBLE_DEVICES=4");
+  EXPECT_EQ(device_env(1), "CUDA_VISIBLE_DEVICES=6");
+  EXPECT_EQ(device_env(2), "CUDA_VISIBLE_DEVICES=GPU-abc");
+  if (saved)
+    ::setenv("CUDA_VISIBLE_DEVICES", keep.c_str(), 1);
+  else
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+TEST(Devices, SlotsTakeEveryItemOnceAndRunTogether) {
+  constexpr size_t kItems = 9;
+  std::mutex m;
+  std::multiset<size_t> seen;
+  std::set<size_t> slots;
+  std::atomic<int> running{0}, most{0};
+  run_on_slots(kItems, 3, [&](size_t item, size_t slot) {
+    const int now = ++running;
+    int prev = most.load();
+    while (now > prev && !most.compare_exchange_weak(prev, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    --running;
+    std::lock_guard<std::mutex> lock(m);
+    seen.insert(item);
+    slots.insert(slot);
+  });
+  EXPECT_EQ(seen.size(), kItems);
+  for (size_t i = 0; i < kItems; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+  EXPECT_EQ(slots, (std::set<size_t>{0, 1, 2}));
+  EXPECT_GE(most.load(), 2);  // slots ran at the same time
+  // More slots than items, and no items.
+  std::atomic<int> calls{0};
+  run_on_slots(2, 8, [&](size_t, size_t slot) {
+    EXPECT_LT(slot, 2u);
+    ++calls;
+  });
+  EXPECT_EQ(calls.load(), 2);
+  run_on_slots(0, 4, [&](size_t, size_t) { ADD_FAILURE() << "no item to run"; });
+}
+
+TEST(Devices, AnExceptionInOneSlotReachesTheCaller) {
+  std::atomic<int> calls{0};
+  EXPECT_THROW(run_on_slots(100, 2,
+                            [&](size_t item, size_t) {
+                              ++calls;
+                              if (item == 3) throw std::runtime_error("item 3 failed");
+                            }),
+               std::runtime_error);
+  EXPECT_LT(calls.load(), 100);  // the others stopped
+}
+
+}  // namespace
+}  // namespace kforge
