@@ -3,6 +3,8 @@
 #   scripts/gpu-check.sh [build] [test] [kernels] [repeat] [tune] [ours] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
+#   tune    resumes from data/hgemm/dispatch-table.json into $OUT/dispatch-table.json (TUNE_FROM,
+#           TUNE_STALE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the result back
 #   repeat  the evaluator's repeatability: five verdicts of one honest candidate at 4096^3 (tn),
 #           the first on a cold compile cache, with the wall time of each
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
@@ -77,9 +79,14 @@ PY
 fi
 if has tune; then
   echo "== tune the grid (resumable; the table is rewritten after every shape)"
+  # Starts from the shipped table (TUNE_FROM; empty: from nothing), re-measures the entries an
+  # older set of variants chose (TUNE_STALE=1, the default) and tunes the shapes it lacks.
+  from=${TUNE_FROM-data/hgemm/dispatch-table.json}
+  [ ! -f "$out/dispatch-table.json" ] && [ -n "$from" ] && cp "$from" "$out/dispatch-table.json"
+  stale=(); [ "${TUNE_STALE:-1}" = 1 ] && stale=(--retune-stale)
   /usr/bin/time -f "tune wall %e s" timeout 560 $kf hgemm tune --shapes "${TUNE_SHAPES:-grid}" --layouts nn,tn \
     --budget "${TUNE_BUDGET:-480}" --baselines "${TUNE_BASELINES:-ours_all}" --max-variants "${TUNE_VARIANTS:-8}" \
-    --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" 2>&1 | tail -15 || true
+    "${stale[@]}" --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" 2>&1 | tail -15 || true
 fi
 if has ours; then
   echo "== kforge's dispatched kernels against cuBLASLt auto-tuning over the grid (offline), then graph and server on the subset"

@@ -56,6 +56,7 @@ struct BenchOptions {
   // Tuning (kforge hgemm tune): winners verified and written to `tune_out` after every shape.
   std::string tune_out;
   bool retune = false;
+  bool retune_stale = false;  // re-measure entries tuned by a build with another set of variants
   double budget_s = 0;        // stop starting new shapes after this many seconds (0: no limit)
 };
 
@@ -261,7 +262,8 @@ void record_winners(const std::vector<Measurement>& rows, const BenchPlan& plan,
     nlohmann::json row = {{"m", m.shape.m}, {"n", m.shape.n}, {"k", m.shape.k},
                           {"layout", std::string(to_string(m.layout))}, {"acc", std::string(to_string(m.acc))},
                           {"variant", v->name}, {"mode", mode}, {"us", m.time_us.median}, {"tflops", m.tflops},
-                          {"verified", true}, {"worst_error_ratio", vr.worst_ratio}};
+                          {"verified", true}, {"worst_error_ratio", vr.worst_ratio},
+                          {"variants", variants_fingerprint()}};
     for (const Measurement& b : rows)
       if (b.impl == "lt_auto" && b.mode == mode && b.layout == m.layout) {
         row["baseline_us"] = b.time_us.median;
@@ -347,7 +349,10 @@ void run_bench(const BenchOptions& o, const std::string& command) {
       for (Layout layout : plan.layouts) {
         const HgemmProblem prob{sh, layout, plan.acc};
         const kforge_hgemm_problem abi = prob.abi();
-        if (!o.tune_out.empty() && !o.retune && tuned.has(sh.m, sh.n, sh.k, abi.layout, abi.acc)) continue;
+        if (!o.tune_out.empty() && !o.retune) {
+          const nlohmann::json* done = tuned.row(sh.m, sh.n, sh.k, abi.layout, abi.acc);
+          if (done && !(o.retune_stale && done->value("variants", std::string()) != variants_fingerprint())) continue;
+        }
         fill_random(ops.pool.as<__half>(), ops.sets * ops.stride / 2, plan.dist, shape_seed(o.seed, sh, layout), s);
         LtPlan lt(handles, prob);
         const auto heur = lt.heuristics(1);
@@ -600,6 +605,9 @@ void register_hgemm_tune(CLI::App& hgemm) {
                                         "their shapes skipped unless --retune")
       ->capture_default_str();
   cmd->add_flag("--retune", o->retune, "measure shapes the table already has again");
+  cmd->add_flag("--retune-stale", o->retune_stale,
+                "measure again only the shapes the table has from a build with another set of variants (resumable: "
+                "each re-measured entry is stamped with this build's set)");
   cmd->add_option("--max-variants", o->max_variants, "variants measured per shape: the N the cost model ranks best "
                                                      "(0: every variant that supports the shape)")
       ->capture_default_str();

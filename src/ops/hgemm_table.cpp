@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/hash.hpp"
 
 namespace kforge {
 namespace {
@@ -72,9 +73,24 @@ void DispatchTable::rebuild() {
 }
 
 bool DispatchTable::has(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) const {
-  for (const auto& e : entries_)
-    if (e.m == m && e.n == n && e.k == k && e.layout == l && e.acc == a) return true;
-  return false;
+  return row(m, n, k, l, a) != nullptr;
+}
+
+const nlohmann::json* DispatchTable::row(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l,
+                                         kforge_hgemm_acc a) const {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const auto& e = entries_[i];
+    if (e.m == m && e.n == n && e.k == k && e.layout == l && e.acc == a) return &rows_[i];
+  }
+  return nullptr;
+}
+
+std::string variants_fingerprint() {
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  std::string names;
+  for (size_t i = 0; i < count; ++i) names += std::string(all[i].name) + "\n";
+  return sha256_hex(names).substr(0, 16);
 }
 
 void DispatchTable::put(nlohmann::json row) {

@@ -3,7 +3,8 @@
 //
 //   {"kforge_dispatch_table": 1, "device": "...", "entries": [
 //     {"m": 4096, "n": 4096, "k": 4096, "layout": "tn", "acc": "f32", "variant": "sm90_tn_f32_...",
-//      "us": 190.2, "baseline_us": 201.5, "verified": true}, ...]}
+//      "us": 190.2, "baseline_us": 201.5, "verified": true, "variants": "<fingerprint>"}, ...]}
+// ("variants": variants_fingerprint() of the build that tuned the entry.)
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +13,10 @@
 #include "kernels/hgemm/dispatch.hpp"
 
 namespace kforge {
+
+// A short fingerprint of this build's kernel variants (their names, in order): an entry tuned by a
+// build with another set was chosen among other candidates (`hgemm tune --retune-stale`).
+std::string variants_fingerprint();
 
 class DispatchTable {
  public:
@@ -28,6 +33,8 @@ class DispatchTable {
   // Adds or replaces the entry of (m, n, k, layout, acc); `row` carries the measurements.
   void put(nlohmann::json row);
   bool has(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) const;
+  // The row of (m, n, k, layout, acc), or nullptr.
+  const nlohmann::json* row(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) const;
   std::string device;
 
  private:

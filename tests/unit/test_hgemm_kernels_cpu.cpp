@@ -126,6 +126,21 @@ TEST(HgemmKernels, DispatchTableFileIsValidatedAndRoundTrips) {
   const DispatchTable back = DispatchTable::from_json(t.to_json(), "round trip");
   EXPECT_EQ(back.size(), 2u);
   EXPECT_EQ(back.device, "X");
+  // row(): the stored row of a problem (tune --retune-stale reads its "variants" stamp).
+  t.put({{"m", 128}, {"n", 64}, {"k", 64}, {"layout", "tn"}, {"acc", "f32"}, {"variant", "sm80_tn_f32_32x64x64_w1x2_s4"},
+         {"variants", variants_fingerprint()}});
+  const nlohmann::json* r = t.row(128, 64, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->value("variants", ""), variants_fingerprint());
+  EXPECT_EQ(t.row(128, 64, 64, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32), nullptr);
+  EXPECT_EQ(t.row(64, 64, 64, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32)->value("variant", ""), "sm80_nn_f32_32x64x64_w1x2_s4");
+}
+
+TEST(HgemmKernels, VariantsFingerprintNamesThisBuildsSet) {
+  const std::string fp = variants_fingerprint();
+  EXPECT_EQ(fp.size(), 16u);
+  EXPECT_EQ(fp, variants_fingerprint());
+  EXPECT_EQ(fp.find_first_not_of("0123456789abcdef"), std::string::npos) << fp;
 }
 
 TEST(HgemmKernels, ShippedDispatchTableLoads) {
