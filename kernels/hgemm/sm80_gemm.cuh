@@ -64,6 +64,7 @@
 #include <type_traits>
 
 #include "kernel_api.hpp"
+#include "tile_order.cuh"
 
 namespace kforge::kernels::sm80 {
 
@@ -279,14 +280,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
 
   for (int64_t tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
     // ---- grouped rasterisation: groups of kGroupM tile rows, column-major inside a group ----
-    const int64_t per_group = int64_t(T::kGroupM) * p.tiles_n;
-    const int64_t group = tile / per_group;
-    const int64_t first_tm = group * T::kGroupM;
-    const int64_t rem_tm = p.tiles_m - first_tm;
-    const int64_t group_rows = rem_tm < T::kGroupM ? rem_tm : T::kGroupM;
-    const int64_t in_group = tile - group * per_group;
-    const int64_t tm = first_tm + in_group % group_rows;
-    const int64_t tn = in_group / group_rows;
+    int64_t tm, tn;
+    tile_coords<T::kGroupM>(tile, int64_t(p.tiles_m), int64_t(p.tiles_n), tm, tn);
     const int64_t m0 = tm * BM;
     const int64_t n0 = tn * BN;
 

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "kernels/hgemm/kernel_api.hpp"
+#include "kernels/hgemm/tile_order.cuh"
 #include "kernels/hgemm/wgmma_ops.cuh"
 
 namespace kforge::kernels::sm90 {
@@ -184,24 +185,6 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr, uint32_t lbo, 
   d |= uint64_t((sbo & 0x3FFFF) >> 4) << 32;
   d |= uint64_t(1) << 62;
   return d;
-}
-
-// Tile coordinates of linear tile `t` in grouped order: GROUP_M tile rows sweep the columns
-// together so that A and B tiles are reused from L2 (GROUP_M == 0: plain row-major order).
-template <int GROUP_M>
-__device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {
-  if constexpr (GROUP_M == 0) {
-    tm = t / tiles_n;
-    tn = t % tiles_n;
-  } else {
-    const int per_group = GROUP_M * tiles_n;
-    const int group = t / per_group;
-    const int first = group * GROUP_M;
-    const int rows = min(tiles_m - first, GROUP_M);
-    const int in = t % per_group;
-    tm = first + in % rows;
-    tn = in / rows;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
