@@ -19,8 +19,8 @@
 
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "eval/hgemm_worker.hpp"
 #include "eval/devices.hpp"
+#include "eval/hgemm_worker.hpp"
 #include "eval/worker_process.hpp"
 #include "gpu/device.hpp"
 
