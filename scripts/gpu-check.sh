@@ -5,6 +5,8 @@
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
 #   tune    resumes from data/hgemm/dispatch-table.json into $OUT/dispatch-table.json (TUNE_FROM,
 #           TUNE_STALE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the result back
+#   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with
+#           wall times and the device of each verdict (run it on nvidia-h200-x2 to see two)
 #   repeat  the evaluator's repeatability: five verdicts of one honest candidate at 4096^3 (tn),
 #           the first on a cold compile cache, with the wall time of each
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
@@ -76,6 +78,23 @@ for f in sys.argv[1:]:
 c = statistics.median(m)
 print(f"repeatability: {len(m)} medians, {min(m) / c - 1:+.2%} .. {max(m) / c - 1:+.2%} around {c:.5f} (target within +-2%)")
 PY
+fi
+if has devices; then
+  echo "== the honest corpus judged on one device, then on every device at once"
+  honest=(tests/corpus/hgemm/honest/*.cu tests/corpus/hgemm/honest/*.cu)
+  for d in 0 all; do
+    t0=$(date +%s.%N)
+    timeout 300 $kf eval hgemm --shape 2048x2048x2048 --layout tn --devices "$d" --json --out "$out/devices-$d.json" \
+      "${honest[@]}" >/dev/null 2>"$out/devices-$d.err" || true
+    t1=$(date +%s.%N)
+    python3 - "$out/devices-$d.json" "$d" "$t0" "$t1" <<'PY' || tail -3 "$out/devices-$d.err"
+import collections, json, sys
+vs = json.load(open(sys.argv[1]))
+per = collections.Counter(v.get("details", {}).get("device") for v in vs)
+print(f"--devices {sys.argv[2]}: {len(vs)} verdicts, {sum(v['correct'] for v in vs)} accepted, "
+      f"by device {dict(per)}, wall {float(sys.argv[4]) - float(sys.argv[3]):.1f} s")
+PY
+  done
 fi
 if has tune; then
   echo "== tune the grid (resumable; the table is rewritten after every shape)"
