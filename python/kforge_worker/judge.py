@@ -542,8 +542,9 @@ class Judge:
         self.checks["side_stream_probe"] = {"output_ready_early": ready, "current_stream_blocked": blocked,
                                             "blocked_after_call": blocked_after_call}
         if not blocked_after_call:
-            # The call itself waited for the device (a synchronising API, an allocation): the probe
-            # cannot tell where its work ran; the event/wall cross-check during timing still can.
+            # The call itself waited for the device (a synchronising API, an allocation), or an output
+            # could not be poisoned (bool, complex): the probe cannot tell where the work ran; the
+            # event/wall cross-check during timing still can.
             self.v.flag("side_stream_probe_inconclusive")
         elif ready and blocked:
             self.v.reject("side_stream", "the output was complete while the current stream was still held up: the "
