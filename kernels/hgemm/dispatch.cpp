@@ -78,6 +78,32 @@ const KernelVariant* heuristic_choice(const kforge_hgemm_problem& p, int sms, in
   return nullptr;
 }
 
+const KernelVariant* choose_cached(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sms,
+                                   int cc) {
+  struct Slot {
+    const DispatchEntry* table = nullptr;
+    size_t n = 0;
+    int64_t m = 0, nn = 0, k = 0;
+    kforge_hgemm_layout layout{};
+    kforge_hgemm_acc acc{};
+    int sms = 0, cc = 0;
+    const KernelVariant* v = nullptr;
+  };
+  constexpr int kSlots = 16;
+  thread_local Slot slots[kSlots];
+  thread_local int next = 0;
+  for (const Slot& s : slots)
+    if (s.v && s.table == table && s.n == n && s.m == p.m && s.nn == p.n && s.k == p.k && s.layout == p.layout &&
+        s.acc == p.acc && s.sms == sms && s.cc == cc)
+      return s.v;
+  const KernelVariant* v = choose(table, n, p, sms, cc);
+  if (v) {
+    slots[next] = {table, n, p.m, p.n, p.k, p.layout, p.acc, sms, cc, v};
+    next = (next + 1) % kSlots;
+  }
+  return v;
+}
+
 const KernelVariant* choose(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sms, int cc) {
   if (const KernelVariant* v = table_choice(table, n, p)) {
     if (v->config.family != Family::kSm90 || cc == 90) return v;

@@ -25,5 +25,12 @@ const KernelVariant* heuristic_choice(const kforge_hgemm_problem& p, int sm_coun
 // table_choice, else heuristic_choice.
 const KernelVariant* choose(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sm_count,
                             int compute_capability);
+// choose(), memoised for the per-call path (the exported kforge_hgemm, `hgemm bench`'s "ours"): the
+// table scan and the heuristic's name lookups cost ~1-1.5 us per call on a 1,780-entry table, as
+// much as a small GEMM's launch. The last 16 problems of each thread (with the table, its size and
+// the device's SM count and compute capability) are remembered; `table` must not change while it
+// is used this way.
+const KernelVariant* choose_cached(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sm_count,
+                                   int compute_capability);
 
 }  // namespace kforge::kernels

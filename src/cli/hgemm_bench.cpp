@@ -226,18 +226,36 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
 }
 
 // One of kforge's variants as a timed launch on the bench's operands.
+// One call of a variant on the operands of call `i`.
+void run_variant(const kernels::KernelVariant* v, const kforge_hgemm_problem& abi, const GemmOperands& o,
+                 const DeviceBuffer& ws, cudaStream_t st) {
+  kforge_hgemm_args a{};
+  a.problem = abi;
+  a.a = o.a;
+  a.b = o.b;
+  a.c = o.c;
+  a.workspace = ws.get();
+  a.workspace_bytes = ws.bytes();
+  if (const int rc = v->run(&a, st)) KF_RUNTIME_ERROR("kforge variant %s returned %d", v->name, rc);
+}
+
 Launch variant_launch(const kernels::KernelVariant* v, const HgemmProblem& prob, const Operands& ops,
                       const DeviceBuffer& ws) {
   return [v, abi = prob.abi(), &ops, &ws, sh = prob.shape](cudaStream_t st, int64_t i) {
-    const GemmOperands o = ops.at(i, sh);
-    kforge_hgemm_args a{};
-    a.problem = abi;
-    a.a = o.a;
-    a.b = o.b;
-    a.c = o.c;
-    a.workspace = ws.get();
-    a.workspace_bytes = ws.bytes();
-    if (const int rc = v->run(&a, st)) KF_RUNTIME_ERROR("kforge variant %s returned %d", v->name, rc);
+    run_variant(v, abi, ops.at(i, sh), ws, st);
+  };
+}
+
+// kforge's dispatched kernels as a user calls them: every call pays what the exported kforge_hgemm
+// pays before its kernel (the current device, the memoised table lookup), then runs the choice.
+Launch dispatched_launch(const DispatchTable& table, const HgemmProblem& prob, const Operands& ops,
+                         const DeviceBuffer& ws, int sms, int cc) {
+  return [&table, abi = prob.abi(), &ops, &ws, sh = prob.shape, sms, cc](cudaStream_t st, int64_t i) {
+    int dev = 0;
+    KF_CUDA(cudaGetDevice(&dev));
+    const kernels::KernelVariant* v = kernels::choose_cached(table.data(), table.size(), abi, sms, cc);
+    if (!v) KF_RUNTIME_ERROR("no kforge variant serves %s", sh.str().c_str());
+    run_variant(v, abi, ops.at(i, sh), ws, st);
   };
 }
 
@@ -371,7 +389,8 @@ void run_bench(const BenchOptions& o, const std::string& command) {
             const kernels::KernelVariant* v = kernels::choose(table.data(), table.size(), abi, dev.sm_count, cc);
             if (!v) KF_RUNTIME_ERROR("no kforge variant serves %s %s", sh.str().c_str(), std::string(to_string(layout)).c_str());
             const bool tabled = kernels::table_choice(table.data(), table.size(), abi) == v;
-            im.variants.push_back({variant_launch(v, prob, ops, ours_ws), std::string(v->name) + (tabled ? " (table)" : " (heuristic)")});
+            im.variants.push_back({dispatched_launch(table, prob, ops, ours_ws, dev.sm_count, cc),
+                                   std::string(v->name) + (tabled ? " (table)" : " (heuristic)")});
           } else if (b == "ours_all") {
             for (const kernels::KernelVariant* v : runnable_variants(prob, dev, ceil, o.max_variants))
               im.variants.push_back({variant_launch(v, prob, ops, ours_ws), v->name});

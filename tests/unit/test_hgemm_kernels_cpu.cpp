@@ -136,6 +136,27 @@ TEST(HgemmKernels, DispatchTableFileIsValidatedAndRoundTrips) {
   EXPECT_EQ(t.row(64, 64, 64, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32)->value("variant", ""), "sm80_nn_f32_32x64x64_w1x2_s4");
 }
 
+TEST(HgemmKernels, MemoisedDispatchAgreesWithTheDispatcher) {
+  const kernels::DispatchEntry table[] = {{4096, 4096, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "sm90_tn_f32_64x64_s6_c1_k1_g0_false"},
+                                          {64, 64, 64, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32, "sm80_nn_f32_32x64x64_w1x2_s4"}};
+  // More problems than the memo holds, each asked twice, on two devices: always choose()'s answer.
+  for (int round = 0; round < 2; ++round)
+    for (int cc : {90, 80})
+      for (int64_t m : {64, 100, 4096, 777})
+        for (int64_t n : {64, 8, 4096})
+          for (int64_t k : {64, 4096, 4104})
+            for (kforge_hgemm_layout l : {KFORGE_HGEMM_NN, KFORGE_HGEMM_TN}) {
+              kforge_hgemm_problem p = prob(m, n, k);
+              p.layout = l;
+              const kernels::KernelVariant* want = kernels::choose(table, 2, p, 132, cc);
+              EXPECT_EQ(kernels::choose_cached(table, 2, p, 132, cc), want) << m << "x" << n << "x" << k << " cc " << cc;
+            }
+  // The table is part of the key: the same problem without it gets the heuristic's choice.
+  const kforge_hgemm_problem p = prob(4096, 4096, 4096);
+  EXPECT_STREQ(kernels::choose_cached(table, 2, p, 132, 90)->name, "sm90_tn_f32_64x64_s6_c1_k1_g0_false");
+  EXPECT_EQ(kernels::choose_cached(nullptr, 0, p, 132, 90), kernels::heuristic_choice(p, 132, 90));
+}
+
 TEST(HgemmKernels, VariantsFingerprintNamesThisBuildsSet) {
   const std::string fp = variants_fingerprint();
   EXPECT_EQ(fp.size(), 16u);

@@ -79,7 +79,7 @@ const KernelVariant* pick(const kforge_hgemm_problem* p, int* code) {
   }
   size_t n = 0;
   const kforge::kernels::DispatchEntry* t = kforge_hgemm_export::table(&n);
-  const KernelVariant* v = kforge::kernels::choose(t, n, *p, d.sms, d.cc);
+  const KernelVariant* v = kforge::kernels::choose_cached(t, n, *p, d.sms, d.cc);
   *code = v ? KFORGE_HGEMM_SUCCESS : KFORGE_HGEMM_ERROR_NO_KERNEL;
   return v;
 }
