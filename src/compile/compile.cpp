@@ -11,7 +11,6 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -19,10 +18,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "core/error.hpp"
 #include "core/hash.hpp"
+#include "core/parallel.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
 #include "measure/ceilings.hpp"
@@ -298,25 +297,14 @@ std::vector<CompileResult> CompileService::compile_all(
   const size_t n = name_and_source.size();
   std::vector<CompileResult> results(n);
   std::vector<std::exception_ptr> errors(n);
-  std::atomic<size_t> next{0};
-
-  // Each worker takes the next unclaimed index until none are left; each writes only its own
-  // slots, so no further locking is needed.
-  auto worker = [&] {
-    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      try {
-        results[i] = compile(name_and_source[i].second, name_and_source[i].first);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
+  // Each item writes only its own slots; a failure is kept and the other items still compile.
+  run_on_slots(n, static_cast<size_t>(std::clamp(jobs, 1, 64)), [&](size_t i, size_t) {
+    try {
+      results[i] = compile(name_and_source[i].second, name_and_source[i].first);
+    } catch (...) {
+      errors[i] = std::current_exception();
     }
-  };
-
-  const size_t threads = std::min(static_cast<size_t>(std::clamp(jobs, 1, 64)), std::max<size_t>(n, 1));
-  std::vector<std::thread> pool;
-  pool.reserve(threads);
-  for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
-  for (std::thread& t : pool) t.join();
+  });
 
   // An environment failure (not a candidate's fault) is raised as it would be by compile().
   for (const std::exception_ptr& e : errors)

@@ -1,9 +1,7 @@
 // Several GPUs: one eval worker process per device, each pinned to its device through
-// CUDA_VISIBLE_DEVICES, judging the candidates of a batch in parallel (each candidate on one
+// CUDA_VISIBLE_DEVICES, judging the candidates of a batch in parallel (core/parallel.hpp) (each candidate on one
 // device, paired with the baseline on that same device, so that its speed-up is a same-GPU ratio).
 #pragma once
-#include <cstddef>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,10 +16,5 @@ std::vector<int> parse_devices(const std::string& spec);
 // The environment entry that pins a worker to `device` (an index as above): CUDA_VISIBLE_DEVICES
 // naming that device, translated through kforge's own CUDA_VISIBLE_DEVICES when it has one.
 std::string device_env(int device);
-
-// Runs fn(item, slot) once for every item in [0, n), on `slots` threads (slot 0 .. slots-1, each
-// thread one slot, items handed out in order). The first exception thrown by fn is rethrown here
-// once every thread has stopped; the other threads finish the item they are on and stop.
-void run_on_slots(size_t n, size_t slots, const std::function<void(size_t item, size_t slot)>& fn);
 
 }  // namespace kforge

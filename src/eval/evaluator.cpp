@@ -18,6 +18,7 @@
 #include <fcntl.h>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/text.hpp"
 #include "eval/devices.hpp"
 #include "eval/hgemm_worker.hpp"

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/hash.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
@@ -181,25 +181,18 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
       if (!prepared[i].rejected && prepared[i].needs_build) todo.push_back(i);
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     const int jobs_n = opts_.build_jobs > 0 ? opts_.build_jobs : std::clamp(cores / 2, 1, 8);
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (int t = 0; t < std::min<int>(jobs_n, int(todo.size())); ++t) {
-      pool.emplace_back([&] {
-        for (size_t k = next++; k < todo.size(); k = next++) {
-          const size_t i = todo[k];
-          ProcessOptions po;
-          po.timeout_s = opts_.compile_timeout_s;
-          po.env = {"MAX_JOBS=2", "PYTHONDONTWRITEBYTECODE=1"};
-          const ProcessResult r = run_process(
-              {opts_.python, opts_.worker_dir + "/kforge_worker", "build", jobs[i].candidate, "--build-dir",
-               prepared[i].build_dir},
-              po);
-          build_seconds[i] = r.seconds;
-          if (r.timed_out) build_failure[i] = strf("timed out after %.0f s", opts_.compile_timeout_s);
-        }
-      });
-    }
-    for (std::thread& t : pool) t.join();
+    run_on_slots(todo.size(), size_t(jobs_n), [&](size_t k, size_t) {
+      const size_t i = todo[k];
+      ProcessOptions po;
+      po.timeout_s = opts_.compile_timeout_s;
+      po.env = {"MAX_JOBS=2", "PYTHONDONTWRITEBYTECODE=1"};
+      const ProcessResult r = run_process(
+          {opts_.python, opts_.worker_dir + "/kforge_worker", "build", jobs[i].candidate, "--build-dir",
+           prepared[i].build_dir},
+          po);
+      build_seconds[i] = r.seconds;
+      if (r.timed_out) build_failure[i] = strf("timed out after %.0f s", opts_.compile_timeout_s);
+    });
   }
 
   std::vector<Verdict> out(jobs.size());

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "eval/devices.hpp"
 #include "gpu/device.hpp"
 
