@@ -86,11 +86,14 @@ const nlohmann::json* DispatchTable::row(int64_t m, int64_t n, int64_t k, kforge
 }
 
 std::string variants_fingerprint() {
-  size_t count = 0;
-  const kernels::KernelVariant* all = kernels::variants(&count);
-  std::string names;
-  for (size_t i = 0; i < count; ++i) names += std::string(all[i].name) + "\n";
-  return sha256_hex(names).substr(0, 16);
+  static const std::string fingerprint = [] {  // the variant set is fixed when kforge is built
+    size_t count = 0;
+    const kernels::KernelVariant* all = kernels::variants(&count);
+    std::string names;
+    for (size_t i = 0; i < count; ++i) names += std::string(all[i].name) + "\n";
+    return sha256_hex(names).substr(0, 16);
+  }();
+  return fingerprint;
 }
 
 void DispatchTable::put(nlohmann::json row) {
