@@ -98,6 +98,9 @@ TEST(Devices, AnExceptionInOneSlotReachesTheCaller) {
                             [&](size_t item, size_t) {
                               ++calls;
                               if (item == 3) throw std::runtime_error("item 3 failed");
+                              // Items take a while, so that the other slot cannot finish all of them in
+                              // the moment the failure takes to be seen (it did once, on CI's 2 cores).
+                              std::this_thread::sleep_for(std::chrono::milliseconds(2));
                             }),
                std::runtime_error);
   EXPECT_LT(calls.load(), 100);  // the others stopped
