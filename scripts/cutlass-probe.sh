@@ -4,6 +4,8 @@
 #                                      (from the nvidia-cutlass wheel; ignored by git; carry it)
 #   scripts/cutlass-probe.sh run [N]   on the GPU machine: compile scripts/cutlass-probe.cu (timed)
 #                                      and run it at N^3 (default 8192 4096 2048), tn, vs cublasGemmEx
+#                                      (CUTLASS_PROBE_BIN=FILE: run a binary compiled elsewhere with the
+#                                      same nvcc line; carry its folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -21,10 +23,16 @@ case "${1:-}" in
     out=${OUT:-results/cutlass-probe}
     mkdir -p "$out"
     [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
-    t0=$SECONDS
-    nvcc -O3 -std=c++17 -arch=sm_90a --expt-relaxed-constexpr -DNDEBUG -I.cutlass/include -o "$out/cutlass-probe" scripts/cutlass-probe.cu -lcublas
-    echo "cutlass-probe: one CUTLASS kernel compiled in $((SECONDS - t0)) s"
-    "$out/cutlass-probe" "$@" | tee "$out/cutlass-probe.txt" ;;
+    bin=${CUTLASS_PROBE_BIN:-}
+    if [ -z "$bin" ]; then
+      t0=$SECONDS
+      bin=$out/cutlass-probe
+      nvcc -O3 -std=c++17 -arch=sm_90a --expt-relaxed-constexpr -DNDEBUG -I.cutlass/include -o "$bin" scripts/cutlass-probe.cu -lcublas
+      echo "cutlass-probe: one CUTLASS kernel compiled in $((SECONDS - t0)) s"
+    else
+      echo "cutlass-probe: using the binary built elsewhere, $bin"
+    fi
+    "$bin" "$@" | tee "$out/cutlass-probe.txt" ;;
   *)
     sed -n '2,7p' "$0"; exit 2 ;;
 esac

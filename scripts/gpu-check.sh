@@ -49,7 +49,7 @@ if has kernels; then
   timeout 300 ctest --test-dir "$build" --output-on-failure -R "EveryKernelVariant|DispatcherServes" 2>&1 | tee "$out/ctest-kernels.log" | tail -30 || true
   timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
     --shapes 8192x8192x8192,4096x4096x4096,2048x2048x2048,1024x1024x1024,256x256x8192,64x64x16384,128x4096x4096,64x64x64 \
-    --out "$out/kernels-probe.csv" 2>&1 | tail -45 || true
+    --out "$out/kernels-probe.csv" --variants-out "$out/kernels-variants.csv" 2>&1 | tail -45 || true
 fi
 if has repeat; then
   echo "== evaluator repeatability: 5 verdicts of one candidate, 4096x4096x4096 tn"
@@ -105,7 +105,7 @@ if has tune; then
   stale=(); [ "${TUNE_STALE:-1}" = 1 ] && stale=(--retune-stale)
   /usr/bin/time -f "tune wall %e s" timeout 560 $kf hgemm tune --shapes "${TUNE_SHAPES:-grid}" --layouts nn,tn \
     --budget "${TUNE_BUDGET:-480}" --baselines "${TUNE_BASELINES:-ours_all}" --max-variants "${TUNE_VARIANTS:-8}" \
-    "${stale[@]}" --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" 2>&1 | tail -15 || true
+    "${stale[@]}" --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" --variants-out "$out/tune-variants.csv" 2>&1 | tail -15 || true
 fi
 if has ours; then
   echo "== kforge's dispatched kernels against cuBLASLt auto-tuning over the grid (offline), then graph and server on the subset"

@@ -36,6 +36,7 @@ struct BenchOptions {
   std::string acc = "f32";
   std::string baselines = "cublas,lt_heur,lt_auto";
   std::vector<std::string> outs;
+  std::string variants_out;  // every timed variant of ours_all / lt_auto, one row each (CSV)
   std::string db = "kforge.db";
   bool no_db = false;
   std::string cold = "none";
@@ -105,6 +106,10 @@ BenchPlan make_plan(const BenchOptions& o) {
     if (!ends_with(out, ".csv") && !ends_with(out, ".json"))
       KF_USAGE_ERROR("output '%s' must end in .csv or .json", out.c_str());
     check_writable(out);
+  }
+  if (!o.variants_out.empty()) {
+    if (!ends_with(o.variants_out, ".csv")) KF_USAGE_ERROR("--variants-out '%s' must end in .csv", o.variants_out.c_str());
+    check_writable(o.variants_out);
   }
   if (!o.no_db) check_writable(o.db);
   if (o.samples < 1 || o.samples > 1000) KF_USAGE_ERROR("--samples must be between 1 and 1000 (got %d)", o.samples);
@@ -348,6 +353,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   ops.pool = DeviceBuffer(pool_bytes, "operand pool");
   Timer timer(s, dev.l2_bytes, o.seed);
   std::vector<Measurement> all;
+  std::vector<Measurement> each_variant;  // --variants-out
   Progress progress(plan.shapes);
   size_t shapes_done = 0;
   auto previous = std::signal(SIGINT, on_sigint);
@@ -484,10 +490,28 @@ void run_bench(const BenchOptions& o, const std::string& command) {
             if (m.impl == "lt_auto" || m.impl == "ours_all")
               m.algo = strf("best of %zu: ", impls[ii].variants.size()) + m.algo;
             m.err_ratio = worst_ratio[ii];
-            m.tflops = sh.flops() / m.time_us.median / 1e6;
-            m.floor_us = counted_floor_us(sh.flops(), hgemm_bytes(sh), ceil, l2_resident);
-            m.floor_pct = 100.0 * m.floor_us / m.time_us.median;
+            const auto finish = [&](Measurement& r) {
+              r.tflops = sh.flops() / r.time_us.median / 1e6;
+              r.floor_us = counted_floor_us(sh.flops(), hgemm_bytes(sh), ceil, l2_resident);
+              r.floor_pct = 100.0 * r.floor_us / r.time_us.median;
+            };
+            finish(m);
             shape_rows.push_back(m);
+            if (!o.variants_out.empty()) {
+              std::vector<Measurement> mine;
+              for (size_t t = 0; t < timed.size(); ++t) {
+                if (timed[t].impl != ii) continue;
+                Measurement r = m;
+                r.time_us = times[t].per_call_us;
+                r.calls_per_sample = times[t].calls_per_sample;
+                r.algo = impls[ii].variants[timed[t].variant].second;
+                r.verified = timed[t].ok;
+                finish(r);
+                mine.push_back(r);
+              }
+              fill_ratio_to_best(mine);  // against the impl's own best variant
+              each_variant.insert(each_variant.end(), mine.begin(), mine.end());
+            }
           }
         }
       }
@@ -548,6 +572,10 @@ void run_bench(const BenchOptions& o, const std::string& command) {
     }
     std::fprintf(stderr, "wrote %s\n", out.c_str());
   }
+  if (!o.variants_out.empty()) {
+    write_file_atomic(o.variants_out, to_csv(each_variant));
+    std::fprintf(stderr, "wrote %s (%zu variant rows)\n", o.variants_out.c_str(), each_variant.size());
+  }
   if (db) {
     db->finish_run(run_id, "complete", summary);
     std::fprintf(stderr, "run %lld stored in %s\n", (long long)run_id, o.db.c_str());
@@ -604,6 +632,9 @@ void register_hgemm_bench(CLI::App& hgemm) {
   cmd->add_option("--max-variants", o->max_variants, "ours_all: time only the N variants the cost model ranks best "
                                                      "(0: every variant that supports the shape)")
       ->capture_default_str();
+  cmd->add_option("--variants-out", o->variants_out,
+                  "also write every timed variant (each of ours_all's kernels, each of lt_auto's algorithms) as its "
+                  "own row to FILE.csv, ratio_to_best against the best of its implementation");
   cmd->callback([o] { run_bench(*o, command_line()); });
 }
 
@@ -639,6 +670,8 @@ void register_hgemm_tune(CLI::App& hgemm) {
   cmd->add_option("--samples", o->samples, "timed samples per measurement")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed for inputs and random order")->capture_default_str();
   cmd->add_option("--results", o->outs, "also write every measurement to FILE.csv or FILE.json");
+  cmd->add_option("--variants-out", o->variants_out,
+                  "also write every timed variant as its own row to FILE.csv (what each candidate measured)");
   cmd->callback([o] {
     const std::vector<std::string> impls = split(o->baselines, ',');
     if (std::find(impls.begin(), impls.end(), "ours_all") == impls.end())

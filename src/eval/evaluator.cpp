@@ -169,6 +169,7 @@ Verdict Evaluator::judge(const std::string& path, const CompileResult& compiled,
   Verdict v = run_in_worker(path, compiled.so_path, problem, slot);
   v.details["compile"] = compile_info;
   if (!opts_.devices.empty()) v.details["device"] = opts_.devices[slot];
+  if (workers_.size() > 1) v.details["worker_slot"] = slot;  // which of the parallel workers judged it
   return v;
 }
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "core/files.hpp"
 #include "core/text.hpp"
@@ -131,15 +132,21 @@ TEST_F(GpuTest, TwoWorkerSlotsJudgeABatchInParallel) {
   Evaluator ev(o);
   const auto verdicts = ev.evaluate_batch(files, {{384, 256, 512}, Layout::kNN, Acc::kF32});
   ASSERT_EQ(verdicts.size(), files.size());
+  std::set<int> slots;
   for (size_t i = 0; i < files.size(); ++i) {
     EXPECT_EQ(verdicts[i].candidate, files[i]);  // in the order given
     EXPECT_EQ(verdicts[i].details.value("device", -1), 0);
+    slots.insert(verdicts[i].details.value("worker_slot", -1));
     if (i == 2)
       EXPECT_TRUE(verdicts[i].has_reason("crashed")) << verdicts[i].message;
     else
       EXPECT_TRUE(verdicts[i].correct) << files[i] << ": " << join(verdicts[i].reasons, ",") << " " << verdicts[i].message;
   }
-  EXPECT_EQ(ev.workers_started(), 3);  // one per slot, and one after the crash
+  // One worker per slot, plus one after the crash if the crashed slot took another item: the other
+  // slot may have judged all the rest while the crash was being noticed (it did on the H200).
+  EXPECT_EQ(slots, (std::set<int>{0, 1}));  // both slots judged (each starts its worker at once)
+  EXPECT_GE(ev.workers_started(), 2);
+  EXPECT_LE(ev.workers_started(), 3);
 }
 
 TEST_F(GpuTest, EvalCommandPrintsJsonVerdicts) {

@@ -2,6 +2,7 @@
 // dispatcher's choices, the dispatch-table file, and the tune command's bad-input handling.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -184,13 +185,19 @@ TEST(HgemmKernels, TuneAndBenchRefuseBadInputBeforeAnyGpuWork) {
   EXPECT_NE(r.err.find("no such dispatch table"), std::string::npos) << r.err;
   r = test::run_kforge("hgemm bench --baselines ours,bogus --shapes 64x64x64 --no-db");
   EXPECT_EQ(r.rc, 2);
+  r = test::run_kforge("hgemm bench --ours --shapes 64x64x64 --no-db --variants-out " + dir + "/v.json");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("must end in .csv"), std::string::npos) << r.err;
+  r = test::run_kforge("hgemm tune --shapes 64x64x64 --out " + dir + "/t.json --variants-out /no/such/dir/v.csv");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));  // nothing written
   auto help = test::run_kforge("hgemm tune --help");
   EXPECT_EQ(help.rc, 0);
   for (const char* flag : {"--shapes", "--layouts", "--acc", "--mode", "--out", "--retune", "--max-variants", "--budget",
-                           "--baselines", "--db", "--no-db", "--samples", "--seed", "--results"})
+                           "--baselines", "--db", "--no-db", "--samples", "--seed", "--results", "--variants-out"})
     EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
   help = test::run_kforge("hgemm bench --help");
-  for (const char* flag : {"--ours", "--table", "--max-variants"}) EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  for (const char* flag : {"--ours", "--table", "--max-variants", "--variants-out"}) EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
 }
 
 }  // namespace
