@@ -19,7 +19,8 @@ case "${1:-}" in
     rm -rf "$tmp" ;;
   run)
     shift
-    [ -d .cutlass/include ] || { echo "cutlass-probe: no .cutlass/include: run 'scripts/cutlass-probe.sh fetch' first"; exit 1; }
+    [ -n "${CUTLASS_PROBE_BIN:-}" ] || [ -d .cutlass/include ] ||
+      { echo "cutlass-probe: no .cutlass/include: run 'scripts/cutlass-probe.sh fetch' first"; exit 1; }
     out=${OUT:-results/cutlass-probe}
     mkdir -p "$out"
     [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [repeat] [tune] [ours] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [gaps] [repeat] [tune] [ours] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
+#   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv)
+#   gaps    every variant and cuBLASLt algorithm timed on the shapes kforge loses most (gaps-variants.csv)
 #   tune    resumes from data/hgemm/dispatch-table.json into $OUT/dispatch-table.json (TUNE_FROM,
 #           TUNE_STALE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the result back
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with
@@ -50,6 +52,13 @@ if has kernels; then
   timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
     --shapes 8192x8192x8192,4096x4096x4096,2048x2048x2048,1024x1024x1024,256x256x8192,64x64x16384,128x4096x4096,64x64x64 \
     --out "$out/kernels-probe.csv" --variants-out "$out/kernels-variants.csv" 2>&1 | tail -45 || true
+fi
+if has gaps; then
+  echo "== every variant and every cuBLASLt algorithm on the shapes where kforge loses most (per-variant rows)"
+  # The worst offline ratios of the 2026-11-30 grid (mid-size M,N with long K, skinny N) and 8192^3.
+  timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
+    --shapes 512x512x16384,512x1024x16384,256x1024x12288,1024x256x8192,1024x128x16384,4096x128x4096,12288x128x16384,128x4096x16384,8192x8192x8192 \
+    --out "$out/gaps.csv" --variants-out "$out/gaps-variants.csv" 2>&1 | tail -12 || true
 fi
 if has repeat; then
   echo "== evaluator repeatability: 5 verdicts of one candidate, 4096x4096x4096 tn"
@@ -114,6 +123,11 @@ if has ours; then
     --out "$out/ours-grid.csv" --db "$out/runs.db" 2>&1 | tail -40 || true
   timeout 200 $kf hgemm bench --baselines lt_auto,ours "${table[@]}" --shapes data/shapes/subset.txt --mode graph,server \
     --out "$out/ours-subset.csv" --db "$out/runs.db" 2>&1 | tail -40 || true
+  # Issue 4's figures: speed-up over cuBLASLt auto-tuning, each at the faster of its layouts.
+  [ -f "$out/ours-grid.csv" ] && $kf hgemm compare "$out/ours-grid.csv" --speedup ours:lt_auto | tail -12 || true
+  for m in graph server; do
+    [ -f "$out/ours-subset.csv" ] && $kf hgemm compare "$out/ours-subset.csv" --mode $m --speedup ours:lt_auto | tail -12 || true
+  done
 fi
 if has grid; then
   echo "== grid run 1 (offline, nn+tn, every baseline)"

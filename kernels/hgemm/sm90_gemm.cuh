@@ -124,10 +124,14 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorM
 }
 
 // Arrives on the barrier at the address `local` has in this CTA, in CTA `rank` of the cluster.
+// Arrives on the barrier at `local`'s address in CTA `rank` of the cluster (this CTA's own rank
+// included). Default semantics (release at CTA scope), as CUTLASS's ClusterBarrier does: the
+// arrival only says that this thread's reads of the stage are over (wgmma_wait has retired them);
+// a cluster-scope release made every arrival wait on the thread's earlier memory operations.
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* local, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -289,12 +293,13 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
     const int warp = tid / 32, lane = tid % 32;
     const int row_off = PINGPONG ? 0 : cw * T::kRowsPerConsumer;  // this consumer's rows of a tile
     // A consumed stage goes back to the producer of every CTA whose loads fill it.
-    auto release_stage = [](uint64_t* bar) {
-      mbar_arrive(bar);
+    // One thread arrives per destination CTA (multicast: thread r on CTA r's barrier, in parallel,
+    // so that warp 0 is not held up by a chain of remote arrivals between its wgmmas).
+    auto release_stage = [tid](uint64_t* bar) {
       if constexpr (MCAST > 1) {
-#pragma unroll
-        for (uint32_t r = 0; r < MCAST; ++r)
-          if (r != cluster_rank()) mbar_arrive_cluster(bar, r);
+        if (tid < MCAST) mbar_arrive_cluster(bar, uint32_t(tid));
+      } else if (tid == 0) {
+        mbar_arrive(bar);
       }
     };
     int ordinal = 0;  // this CTA's tiles, counted: tile j uses the producer's iterations j*KT .. j*KT+KT-1
@@ -339,12 +344,12 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
         wgmma_commit();
         // Keep one k tile of wgmmas in flight; the one before it is done: release its stage.
         wgmma_wait<1>();
-        if (prev_stage >= 0 && tid == 0) release_stage(&empty[prev_stage]);
+        if (prev_stage >= 0) release_stage(&empty[prev_stage]);
         prev_stage = s;
       }
       if (PINGPONG && t + tile_step < num_tiles) named_arrive(cw == 0 ? 2 : 3, 256);  // the other may start
       wgmma_wait<0>();
-      if (prev_stage >= 0 && tid == 0) release_stage(&empty[prev_stage]);
+      if (prev_stage >= 0) release_stage(&empty[prev_stage]);
 
       // Epilogue. Accumulator layout of m64nN: warp w holds rows 16w..16w+15; lane l holds rows
       // l/4 and l/4+8 of them, columns 8j + 2(l%4) + {0,1} for j < N/8.

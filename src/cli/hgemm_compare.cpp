@@ -1,5 +1,6 @@
 // `kforge hgemm compare`: checks a bench run against a reference table (is our baseline timing
-// what the machine is known to deliver?) and/or against a second run (is it repeatable?).
+// what the machine is known to deliver?) and/or against a second run (is it repeatable?), and
+// reports one implementation's speed-up over another per FLOP decade.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,9 @@ struct CompareOptions {
   std::string mode = "offline";
   std::string ratio_band = "0.95,1.05";
   double max_median_diff = 0.02;
+  std::string speedup;      // "IMPL:BASE", e.g. ours:lt_auto
+  double min_geomean = 0;   // with speedup: fail below this overall geometric mean (0: report only)
+  bool summary = false;     // print the run's per-decade summary
 };
 
 struct Band {
@@ -132,9 +136,43 @@ std::vector<std::string> check_against(const std::vector<Measurement>& run, cons
   return violations;
 }
 
+// Prints the speed-up of IMPL over BASE per FLOP decade; returns the violated bound, if any.
+std::vector<std::string> check_speedup(const std::vector<Measurement>& run, const CompareOptions& o) {
+  const std::vector<std::string> sides = split(o.speedup, ':');
+  const std::string& impl = sides[0];
+  const std::string& base = sides[1];
+  const std::vector<SpeedupRow> rows = speedup_by_decade(run, impl, base);
+  if (rows.empty())
+    KF_USAGE_ERROR("'%s' has no shape of mode '%s' measured by both '%s' and '%s'", o.run.c_str(), o.mode.c_str(),
+                   impl.c_str(), base.c_str());
+  std::printf("\nSpeed-up of %s over %s (time of %s / time of %s; each at the faster of its layouts per shape)\n",
+              impl.c_str(), base.c_str(), base.c_str(), impl.c_str());
+  const char* fmt = "  %-14s %7s %9s %9s %9s %9s";
+  print_row(strf(fmt, "FLOP decade", "shapes", "geomean", "win rate", "min", "max"));
+  for (const SpeedupRow& r : rows)
+    print_row(strf(fmt, r.decade < 0 ? "all" : strf("1e%d", r.decade).c_str(), std::to_string(r.shapes).c_str(),
+                   strf("%.3f", r.geomean).c_str(), strf("%.1f%%", 100 * r.win_rate).c_str(),
+                   strf("%.3f", r.min).c_str(), strf("%.3f", r.max).c_str()));
+  std::vector<std::string> violations;
+  const SpeedupRow& all = rows.back();
+  if (o.min_geomean > 0 && all.geomean < o.min_geomean)
+    violations.push_back(strf("geometric-mean speed-up of %s over %s is %.3f, below %g", impl.c_str(), base.c_str(),
+                              all.geomean, o.min_geomean));
+  return violations;
+}
+
 void run_compare(const CompareOptions& o) {
-  if (o.reference.empty() && o.against.empty())
-    KF_USAGE_ERROR("hgemm compare needs --reference FILE, --against RUN2.csv, or both");
+  if (o.reference.empty() && o.against.empty() && o.speedup.empty() && !o.summary)
+    KF_USAGE_ERROR("hgemm compare needs --reference FILE, --against RUN2.csv, --speedup IMPL:BASE or --summary");
+  if (!o.speedup.empty()) {
+    const std::vector<std::string> sides = split(o.speedup, ':');
+    if (sides.size() != 2 || sides[0].empty() || sides[1].empty() || sides[0] == sides[1])
+      KF_USAGE_ERROR("bad --speedup '%s': expected IMPL:BASE with two different implementations, e.g. ours:lt_auto",
+                     o.speedup.c_str());
+  }
+  if (!std::isfinite(o.min_geomean) || o.min_geomean < 0)
+    KF_USAGE_ERROR("bad --min-geomean %g: expected a number >= 0", o.min_geomean);
+  if (o.min_geomean > 0 && o.speedup.empty()) KF_USAGE_ERROR("--min-geomean needs --speedup IMPL:BASE");
   if (o.mode != "offline" && o.mode != "graph" && o.mode != "server")
     KF_USAGE_ERROR("bad --mode '%s': expected offline, graph or server", o.mode.c_str());
   const Band band = parse_band(o.ratio_band);
@@ -147,7 +185,10 @@ void run_compare(const CompareOptions& o) {
   const std::vector<Measurement> run = load_run(o.run, o.mode);
   std::printf("Run %s: %zu rows of mode %s\n", o.run.c_str(), run.size(), o.mode.c_str());
 
+  if (o.summary) std::printf("\n%s", format_summary(run).c_str());
   std::vector<std::string> violations;
+  if (!o.speedup.empty())
+    for (std::string& v : check_speedup(run, o)) violations.push_back(std::move(v));
   if (!o.reference.empty())
     for (std::string& v : check_reference(run, o, band)) violations.push_back(std::move(v));
   if (!o.against.empty())
@@ -186,6 +227,16 @@ void register_hgemm_compare(CLI::App& hgemm) {
                   "With --against: fail if the median |ratio-to-best diff| exceeds X")
       ->type_name("X")
       ->capture_default_str();
+  cmd->add_option("--speedup", opts->speedup,
+                  "Speed-up of IMPL over BASE per FLOP decade: geometric mean, win rate, min, max (each side at the "
+                  "faster of its layouts per shape), e.g. ours:lt_auto")
+      ->type_name("IMPL:BASE");
+  cmd->add_option("--min-geomean", opts->min_geomean,
+                  "With --speedup: fail if the geometric-mean speed-up over all shapes is below X (0: report only)")
+      ->type_name("X")
+      ->capture_default_str();
+  cmd->add_flag("--summary", opts->summary,
+                "Print the run's summary: per FLOP decade and implementation, median time, TFLOP/s, % of floor");
   cmd->callback([opts] { run_compare(*opts); });
 }
 

@@ -472,4 +472,41 @@ std::vector<RepeatabilityComparison> compare_runs(const std::vector<Measurement>
   return out;
 }
 
+std::vector<SpeedupRow> speedup_by_decade(const std::vector<Measurement>& rows, const std::string& impl,
+                                          const std::string& base) {
+  // Per (shape, acc): the best median time of each side over its layouts.
+  using ShapeKey = std::tuple<int64_t, int64_t, int64_t, Acc>;
+  std::map<ShapeKey, std::pair<double, double>> best;  // (impl, base); 0 = not measured
+  for (const Measurement& m : rows) {
+    if ((m.impl != impl && m.impl != base) || !positive(m.time_us.median)) continue;
+    auto& [t_impl, t_base] = best[{m.shape.m, m.shape.n, m.shape.k, m.acc}];
+    double& t = m.impl == impl ? t_impl : t_base;
+    t = t > 0 ? std::min(t, m.time_us.median) : m.time_us.median;
+  }
+  std::map<int, std::vector<double>> by_decade;
+  std::vector<double> all;
+  for (const auto& [key, times] : best) {
+    if (!(times.first > 0 && times.second > 0)) continue;
+    const double speedup = times.second / times.first;
+    const auto [m, n, k, acc] = key;
+    by_decade[flop_decade(2.0 * double(m) * double(n) * double(k))].push_back(speedup);
+    all.push_back(speedup);
+  }
+  auto row_of = [](int decade, const std::vector<double>& xs) {
+    SpeedupRow r;
+    r.decade = decade;
+    r.shapes = int(xs.size());
+    r.geomean = geomean(xs);
+    r.win_rate = double(std::count_if(xs.begin(), xs.end(), [](double x) { return x > 1.0; })) / double(xs.size());
+    r.min = *std::min_element(xs.begin(), xs.end());
+    r.max = *std::max_element(xs.begin(), xs.end());
+    return r;
+  };
+  std::vector<SpeedupRow> out;
+  if (all.empty()) return out;
+  for (const auto& [decade, xs] : by_decade) out.push_back(row_of(decade, xs));
+  out.push_back(row_of(-1, all));
+  return out;
+}
+
 }  // namespace kforge

@@ -81,4 +81,16 @@ struct RepeatabilityComparison {
 std::vector<RepeatabilityComparison> compare_runs(const std::vector<Measurement>& a,
                                                   const std::vector<Measurement>& b);
 
+// The speed-up of one implementation over another (time of `base` / time of `impl`), each taken
+// at the faster of its layouts per shape (a user picks the better layout of each library): per
+// FLOP decade (decade >= 0) and over all shapes (decade -1, last). Only shapes (of one acc) that
+// both measured count; `win_rate` is the fraction with speed-up > 1.
+struct SpeedupRow {
+  int decade = -1;
+  int shapes = 0;
+  double geomean = 0, win_rate = 0, min = 0, max = 0;
+};
+std::vector<SpeedupRow> speedup_by_decade(const std::vector<Measurement>& rows, const std::string& impl,
+                                          const std::string& base);
+
 }  // namespace kforge

@@ -3,8 +3,10 @@
 
 #include <filesystem>
 
+#include "core/files.hpp"
 #include "gpu/device.hpp"
 #include "kforge/version.hpp"
+#include "report/results.hpp"
 #include "../support/process.hpp"
 
 namespace kforge {
@@ -89,6 +91,49 @@ TEST(Cli, NoGpuIsAClearError) {
   EXPECT_NE(bench.err.find("no CUDA"), std::string::npos) << bench.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/runs.db"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/o.csv"));
+}
+
+// hgemm compare --speedup/--summary on a run file: the table, the optional gate, bad input.
+TEST(Cli, CompareReportsSpeedupPerDecadeAndGatesOnIt) {
+  const std::string dir = test::temp_dir();
+  const std::string run = dir + "/run.csv";
+  std::vector<Measurement> rows;
+  auto add = [&rows](Shape sh, Layout l, const char* impl, double us) {
+    Measurement m;
+    m.shape = sh;
+    m.layout = l;
+    m.mode = "offline";
+    m.impl = impl;
+    m.time_us.n = 5;
+    m.time_us.median = m.time_us.p10 = m.time_us.p90 = m.time_us.min = m.time_us.max = m.time_us.mean = us;
+    m.tflops = sh.flops() / (us * 1e6);
+    m.verified = true;
+    rows.push_back(m);
+  };
+  add({64, 64, 64}, Layout::kNN, "ours", 4);
+  add({64, 64, 64}, Layout::kNN, "lt_auto", 6);
+  add({4096, 4096, 4096}, Layout::kTN, "ours", 200);
+  add({4096, 4096, 4096}, Layout::kTN, "lt_auto", 190);
+  fill_ratio_to_best(rows);
+  write_file_atomic(run, to_csv(rows));
+
+  auto r = run_kforge("hgemm compare " + run + " --speedup ours:lt_auto --summary");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Speed-up of ours over lt_auto"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1e5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1.500"), std::string::npos) << r.out;  // 64^3: 6 / 4
+  EXPECT_NE(r.out.find("0.950"), std::string::npos) << r.out;  // 4096^3: 190 / 200
+  EXPECT_NE(r.out.find("Per FLOP decade"), std::string::npos) << r.out;  // --summary
+
+  r = run_kforge("hgemm compare " + run + " --speedup ours:lt_auto --min-geomean 1.5");
+  EXPECT_EQ(r.rc, 1);  // geomean sqrt(1.5 * 0.95) = 1.19
+  EXPECT_NE(r.err.find("below 1.5"), std::string::npos) << r.err;
+  for (const char* bad : {"--speedup ours", "--speedup ours:ours", "--speedup :lt_auto", "--min-geomean 1.1",
+                          "--speedup ours:cublas", ""}) {
+    r = run_kforge("hgemm compare " + run + " " + bad);
+    EXPECT_EQ(r.rc, 2) << bad << "\n" << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << bad << "\n" << r.err;
+  }
 }
 
 }  // namespace

@@ -359,5 +359,41 @@ TEST(Results, CompareRuns) {
   EXPECT_TRUE(compare_runs(a, {}).empty());
 }
 
+// Speed-up per FLOP decade: each side at the faster of its layouts; shapes one side lacks skipped.
+TEST(Results, SpeedupTakesEachSideAtItsFasterLayoutPerDecade) {
+  const std::vector<Measurement> rows = {
+      // 64^3 (5.2e5 FLOP, decade 5): ours 4 (tn), base 6 (nn) -> 1.5
+      row({64, 64, 64}, Layout::kNN, "ours", 5), row({64, 64, 64}, Layout::kTN, "ours", 4),
+      row({64, 64, 64}, Layout::kNN, "lt_auto", 6), row({64, 64, 64}, Layout::kTN, "lt_auto", 8),
+      // 128^3 (4.2e6, decade 6): ours 10, base 8 -> 0.8
+      row({128, 128, 128}, Layout::kNN, "ours", 10), row({128, 128, 128}, Layout::kNN, "lt_auto", 8),
+      // 128x128x256 (8.4e6, decade 6): 2.0
+      row({128, 128, 256}, Layout::kTN, "ours", 5), row({128, 128, 256}, Layout::kTN, "lt_auto", 10),
+      // only the baseline measured it: not counted
+      row({256, 256, 256}, Layout::kNN, "lt_auto", 3),
+      // another implementation and another mode: ignored
+      row({64, 64, 64}, Layout::kNN, "cublas", 1), row({64, 64, 64}, Layout::kNN, "ours", 0.1, "graph"),
+  };
+  std::vector<Measurement> offline;
+  for (const Measurement& m : rows)
+    if (m.mode == "offline") offline.push_back(m);
+  const std::vector<SpeedupRow> s = speedup_by_decade(offline, "ours", "lt_auto");
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].decade, 5);
+  EXPECT_EQ(s[0].shapes, 1);
+  EXPECT_NEAR(s[0].geomean, 1.5, 1e-12);
+  EXPECT_EQ(s[1].decade, 6);
+  EXPECT_EQ(s[1].shapes, 2);
+  EXPECT_NEAR(s[1].geomean, std::sqrt(0.8 * 2.0), 1e-12);
+  EXPECT_NEAR(s[1].win_rate, 0.5, 1e-12);
+  EXPECT_NEAR(s[1].min, 0.8, 1e-12);
+  EXPECT_NEAR(s[1].max, 2.0, 1e-12);
+  EXPECT_EQ(s[2].decade, -1);  // all shapes
+  EXPECT_EQ(s[2].shapes, 3);
+  EXPECT_NEAR(s[2].geomean, std::cbrt(1.5 * 0.8 * 2.0), 1e-12);
+  EXPECT_NEAR(s[2].win_rate, 2.0 / 3.0, 1e-12);
+  EXPECT_TRUE(speedup_by_decade(offline, "ours", "nobody").empty());
+}
+
 }  // namespace
 }  // namespace kforge
