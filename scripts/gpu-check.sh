@@ -56,6 +56,8 @@ fi
 if has gaps; then
   echo "== every variant and every cuBLASLt algorithm on the shapes where kforge loses most (per-variant rows)"
   # The worst offline ratios of the 2026-11-30 grid (mid-size M,N with long K, skinny N) and 8192^3.
+  # First what fits at once: a split-K cluster that does not fit in one GPC runs as a second wave.
+  $kf hgemm variants --layout tn --acc f32 --shape 512x1024x16384 2>&1 | tee "$out/gaps-resident.txt" | tail -32 || true
   timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
     --shapes 512x512x16384,512x1024x16384,256x1024x12288,1024x256x8192,1024x128x16384,4096x128x4096,12288x128x16384,128x4096x16384,8192x8192x8192 \
     --out "$out/gaps.csv" --variants-out "$out/gaps-variants.csv" 2>&1 | tail -12 || true

@@ -6,6 +6,7 @@
 // follow the candidate ABI of include/kforge/abi/hgemm.h, so a variant is an ordinary HGEMM
 // candidate to the evaluator.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -49,7 +50,44 @@ struct KernelVariant {
   size_t (*workspace_size)(const kforge_hgemm_problem* p);
   // Enqueues the GEMM on `stream`; 0 on success, a kRun* code otherwise. Never synchronises.
   int (*run)(const kforge_hgemm_args* args, cudaStream_t stream);
+  // CTAs of this variant that can be resident at once on the current device (whole clusters
+  // only: a split-K or multicast cluster must fit in one GPC); 0 when it cannot run there or the
+  // query fails. More CTAs than this run as another wave.
+  int (*resident_ctas)();
 };
+
+// Sets the dynamic shared-memory limit of `kernel` once per device (the attribute is per device
+// context), remembered in `done_mask`. Returns false when it cannot be set (the error is cleared,
+// so that it is not blamed on a later launch).
+template <typename KernelPtr>
+inline bool ensure_smem_attribute(KernelPtr kernel, size_t bytes, std::atomic<uint64_t>& done_mask) {
+  if (bytes <= size_t(48) * 1024) return true;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const uint64_t bit = (dev >= 0 && dev < 64) ? (uint64_t(1) << dev) : 0;
+  if (bit != 0 && (done_mask.load(std::memory_order_acquire) & bit) != 0) return true;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (bit != 0) done_mask.fetch_or(bit, std::memory_order_acq_rel);
+  return true;
+}
+
+// Resident CTAs of a kernel launched without clusters: blocks per SM x SMs of the current device.
+template <typename KernelPtr>
+inline int resident_plain_ctas(KernelPtr kernel, int threads, size_t smem_bytes) {
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return per_sm * sms;
+}
 
 // Every compiled variant (both families, both layouts, both accumulations).
 const KernelVariant* variants(size_t* count);

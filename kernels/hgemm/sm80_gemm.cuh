@@ -483,26 +483,6 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
 #endif
 }
 
-// Set the dynamic shared-memory limit of `kernel` once per device (cudaFuncSetAttribute is
-// per device context). Returns false when the attribute cannot be set.
-template <typename KernelPtr>
-inline bool ensure_smem_attribute(KernelPtr kernel, size_t bytes, std::atomic<uint64_t>& done_mask) {
-  if (bytes <= size_t(48) * 1024) return true;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  const uint64_t bit = (dev >= 0 && dev < 64) ? (uint64_t(1) << dev) : 0;
-  if (bit != 0 && (done_mask.load(std::memory_order_acquire) & bit) != 0) return true;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: clear it so that it is not blamed on a later launch
-    return false;
-  }
-  if (bit != 0) done_mask.fetch_or(bit, std::memory_order_acq_rel);
-  return true;
-}
-
 }  // namespace detail
 
 // ------------------------------------------------------------------------------------------
@@ -544,6 +524,14 @@ struct Gemm {
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
+  // The vectorised kernel's occupancy (the scalar fallback has the same shared memory and threads).
+  static int resident_ctas() {
+    auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, false>;
+    static std::atomic<uint64_t> done{0};
+    if (!ensure_smem_attribute(kernel, kSmemBytes, done)) return 0;
+    return resident_plain_ctas(kernel, kThreads, kSmemBytes);
+  }
+
   static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
     if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
     if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
@@ -574,12 +562,12 @@ struct Gemm {
     if (prm.vec_a && prm.vec_b) {
       auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, false>;
       static std::atomic<uint64_t> done{0};
-      if (!detail::ensure_smem_attribute(kernel, kSmemBytes, done)) return kRunLaunchFailed;
+      if (!ensure_smem_attribute(kernel, kSmemBytes, done)) return kRunLaunchFailed;
       kernel<<<grid, block, kSmemBytes, stream>>>(prm);
     } else {
       auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, true>;
       static std::atomic<uint64_t> done{0};
-      if (!detail::ensure_smem_attribute(kernel, kSmemBytes, done)) return kRunLaunchFailed;
+      if (!ensure_smem_attribute(kernel, kSmemBytes, done)) return kRunLaunchFailed;
       kernel<<<grid, block, kSmemBytes, stream>>>(prm);
     }
     if (cudaGetLastError() != cudaSuccess) return kRunLaunchFailed;

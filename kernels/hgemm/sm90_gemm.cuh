@@ -602,6 +602,61 @@ struct Gemm {
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
+  static auto kernel_ptr() {
+    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
+  }
+  static constexpr int kClusterCtas = SPLITK > 1 ? SPLITK : MCAST;
+
+  // The kernel's attributes on the current device (they are per device): its shared memory, and
+  // permission for a cluster over 8 CTAs. False when they cannot be set.
+  static bool prepare() {
+    static std::atomic<uint64_t> smem_done{0}, cluster_done{0};
+    if (!ensure_smem_attribute(kernel_ptr(), T::kSmemBytes, smem_done)) return false;
+    if constexpr (kClusterCtas > 8) {
+      int dev = 0;
+      if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        cudaGetLastError();
+        return false;
+      }
+      const uint64_t bit = uint64_t(1) << dev;
+      if ((cluster_done.load(std::memory_order_acquire) & bit) == 0) {
+        if (cudaFuncSetAttribute(kernel_ptr(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+          cudaGetLastError();
+          return false;
+        }
+        cluster_done.fetch_or(bit, std::memory_order_acq_rel);
+      }
+    }
+    return true;
+  }
+
+  // Whole clusters that fit at once (a cluster must sit in one GPC, so fewer CTAs than blocks
+  // per SM x SMs may be resident), times their size; 0 off Hopper or when the query fails.
+  static int resident_ctas() {
+    if (device_cc() != 90 || !prepare()) return 0;
+    if constexpr (kClusterCtas == 1) {
+      return resident_plain_ctas(kernel_ptr(), T::kThreads, T::kSmemBytes);
+    } else {
+      cudaLaunchConfig_t q = {};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = SPLITK > 1 ? 1 : MCAST;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = SPLITK > 1 ? SPLITK : 1;
+      q.gridDim = SPLITK > 1 ? dim3(sm_count(), 1, SPLITK) : dim3(sm_count() / MCAST * MCAST);
+      q.blockDim = dim3(T::kThreads);
+      q.dynamicSmemBytes = T::kSmemBytes;
+      q.attrs = attr;
+      q.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel_ptr(), &q) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+      }
+      return clusters * kClusterCtas;
+    }
+  }
+
   static int run(const kforge_hgemm_args* a, cudaStream_t stream) {
     if (!a || !supports(&a->problem) || !a->a || !a->b || !a->c) return kRunUnsupported;
     if (device_cc() != 90) return kRunUnsupported;  // sm_90a code only: Hopper's wgmma and setmaxnreg
@@ -622,16 +677,8 @@ struct Gemm {
     p.tiles_n = int((pr.n + BN - 1) / BN);
     p.k_tiles = int((pr.k + kBK - 1) / kBK);
     const int tiles = p.tiles_m * p.tiles_n;
-    auto kernel = gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
-    static const cudaError_t attr = [&] {
-      cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-      if (e == cudaSuccess && SPLITK > 8) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-      return e;
-    }();
-    if (attr != cudaSuccess) {
-      cudaGetLastError();
-      return kRunLaunchFailed;
-    }
+    auto kernel = kernel_ptr();
+    if (!prepare()) return kRunLaunchFailed;
 
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attrs[1];
@@ -658,15 +705,9 @@ struct Gemm {
       cfg.numAttrs = 1;
       int pairs = units;
       if constexpr (PERSISTENT) {
-        static const int resident = [&] {
-          cudaLaunchConfig_t q = cfg;
-          q.gridDim = dim3(sm_count() / MCAST * MCAST);
-          int n = 0;
-          if (cudaOccupancyMaxActiveClusters(&n, kernel, &q) != cudaSuccess || n < 1) {
-            cudaGetLastError();
-            n = sm_count() / MCAST;
-          }
-          return n;
+        static const int resident = [] {
+          const int ctas = resident_ctas();
+          return ctas >= MCAST ? ctas / MCAST : sm_count() / MCAST;
         }();
         pairs = balanced_grid(units, resident);
       }

@@ -17,7 +17,7 @@ namespace {
 // One table row from a kernel class: its name, configuration and entry points.
 template <class G>
 constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kforge_hgemm_acc acc) {
-  return {name, G::config(), layout, acc, &G::supports, &G::workspace_size, &G::run};
+  return {name, G::config(), layout, acc, &G::supports, &G::workspace_size, &G::run, &G::resident_ctas};
 }
 
 // One row per B layout of a family's macro (its arguments after layout: acc, acc name, config).

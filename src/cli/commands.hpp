@@ -19,6 +19,7 @@ void register_doctor(CLI::App& app);
 void register_hgemm_bench(CLI::App& hgemm);
 void register_hgemm_tune(CLI::App& hgemm);
 void register_hgemm_compare(CLI::App& hgemm);
+void register_hgemm_variants(CLI::App& hgemm);
 void register_hgemm_export(CLI::App& hgemm);
 void register_eval(CLI::App& app);
 void register_eval_torch(CLI::App& eval);  // kforge eval --task / --tasks (PyTorch tasks)

@@ -7,7 +7,10 @@
 #include <csignal>
 #include <filesystem>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <random>
 
 #include "baselines/cublas.hpp"
@@ -190,25 +193,40 @@ nlohmann::json options_json(const BenchOptions& o) {
           {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples}};
 }
 
-// The tuner's cost model: a variant's predicted time on a shape from its tile count, waves and a
-// per-tile-shape efficiency (larger wgmma tiles reuse more operand bytes per FLOP), plus the
-// bytes it must move. Only the ranking matters: it prunes the variants measured per shape.
-double predicted_us(const kernels::KernelConfig& c, const Shape& sh, const DeviceInfo& dev, const Ceilings& ceil) {
-  const double tiles = std::ceil(double(sh.m) / c.bm) * std::ceil(double(sh.n) / c.bn) * c.splitk;
+// CTAs of `v` resident at once on this device (clusters whole), asked once per variant; the SM
+// count when the query cannot say.
+int resident_ctas(const kernels::KernelVariant& v, const DeviceInfo& dev) {
+  static std::mutex mutex;
+  static std::map<const kernels::KernelVariant*, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(&v);
+  if (it == known.end()) it = known.emplace(&v, v.resident_ctas ? v.resident_ctas() : 0).first;
+  return it->second > 0 ? it->second : std::max(1, dev.sm_count);
+}
+
+// The tuner's cost model: a variant's predicted time on a shape from its CTA count, how many of
+// them fit at once (a split-K cluster must fit in one GPC, so fewer may than SMs), a per-tile-shape
+// efficiency (larger wgmma tiles reuse more operand bytes per FLOP), plus the bytes it must move.
+// Only the ranking matters: it prunes the variants measured per shape.
+double predicted_us(const kernels::KernelVariant& v, const Shape& sh, const DeviceInfo& dev, const Ceilings& ceil) {
+  const kernels::KernelConfig& c = v.config;
+  const double ctas = std::ceil(double(sh.m) / c.bm) * std::ceil(double(sh.n) / c.bn) * c.splitk;
   const double sms = std::max(1, dev.sm_count);
-  const double waves = c.persistent ? std::max(1.0, tiles / sms) : std::ceil(tiles / sms);
+  const double resident = resident_ctas(v, dev);
+  // Waves of resident CTAs; CTAs sharing an SM in a wave share its tensor cores.
+  const double waves = c.persistent ? std::max(1.0, ctas / resident) : std::ceil(ctas / resident);
+  const double sharing = std::max(1.0, std::min(ctas, resident) / sms);
   const double area = double(c.bm) * c.bn;
-  double eff = c.family == kernels::Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
-  // Multicast pairs fetch each B tile once per pair: +2.7% at 8192^3 in a published Hopper worklog
-  // (../shared/HGEMM-NOTES.md); only where there is more than one wave to feed.
-  if (c.multicast > 1 && tiles > sms) eff *= 1.03;
+  // Multicast pairs get no credit: measured 25-58% slower than their twins on the H200
+  // (docs/perf-notes.md, fourth session), against +2.7% published on an H100.
+  const double eff = c.family == kernels::Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
   const double k_per = std::ceil(double(sh.k) / c.splitk / 64.0) * 64.0;
   const double tile_us = 2.0 * area * k_per / (ceil.tensor_tflops * 1e6 / sms * eff);
   const double mem_us = hgemm_bytes(sh) / (ceil.bandwidth_gbs * 1e3);
   // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
   // a plain launch doing the same per-CTA work (docs/perf-notes.md).
   const double reduce_us = c.splitk > 1 ? 5.0 : 0.0;
-  return std::max(waves * tile_us, mem_us) + reduce_us + 2.0;
+  return std::max(waves * sharing * tile_us, mem_us) + reduce_us + 2.0;
 }
 
 // The variants of the library able to run `prob` on this device, best predicted first.
@@ -221,7 +239,7 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
   std::vector<std::pair<double, const kernels::KernelVariant*>> ranked;
   for (size_t i = 0; i < count; ++i) {
     if (all[i].config.family == kernels::Family::kSm90 && !hopper) continue;
-    if (all[i].supports(&abi)) ranked.push_back({predicted_us(all[i].config, prob.shape, dev, ceil), &all[i]});
+    if (all[i].supports(&abi)) ranked.push_back({predicted_us(all[i], prob.shape, dev, ceil), &all[i]});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<const kernels::KernelVariant*> out;
@@ -582,6 +600,104 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   }
 }
 
+// `kforge hgemm variants`: the compiled kernel variants, their configurations and, on a GPU, how
+// many CTAs of each fit at once; with --shape, which serve it, their CTA count, waves and the cost
+// model's prediction, in the order the tuner would measure them.
+struct VariantsOptions {
+  std::string layout = "all";
+  std::string acc = "all";
+  std::string shape;
+  std::string table;
+};
+
+void run_variants(const VariantsOptions& o) {
+  const bool all_layouts = o.layout == "all", all_accs = o.acc == "all";
+  const Layout layout = all_layouts ? Layout::kNN : parse_layout(o.layout);
+  const Acc acc = all_accs ? Acc::kF32 : parse_acc(o.acc);
+  std::optional<Shape> shape;
+  if (!o.shape.empty()) shape = parse_shape(o.shape);
+  if (shape && (all_layouts || all_accs))
+    KF_USAGE_ERROR("--shape needs one --layout (nn or tn) and one --acc (f32 or f16)");
+  if (!o.table.empty() && !shape) KF_USAGE_ERROR("--table needs --shape");
+  if (!o.table.empty() && !std::filesystem::exists(o.table)) KF_USAGE_ERROR("no such dispatch table '%s'", o.table.c_str());
+
+  const std::optional<std::string> no_gpu = gpu_unavailable_reason();
+  std::optional<DeviceInfo> dev;
+  std::optional<Ceilings> ceil;
+  std::unique_ptr<Stream> stream;
+  if (!no_gpu) {
+    dev = query_device(0);
+    if (shape) {
+      stream = std::make_unique<Stream>();
+      ceil = load_or_calibrate_ceilings(*dev, stream->get(), false);
+    }
+  }
+  const bool hopper = dev && dev->cc_major == 9 && dev->cc_minor == 0;
+
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  struct Row {
+    const kernels::KernelVariant* v;
+    double predicted = 0;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    if (!all_layouts && v.layout != static_cast<kforge_hgemm_layout>(layout)) continue;
+    if (!all_accs && v.acc != static_cast<kforge_hgemm_acc>(acc)) continue;
+    rows.push_back({&v, 0});
+  }
+  kforge_hgemm_problem abi{};
+  if (shape) {
+    abi = HgemmProblem{*shape, layout, acc}.abi();
+    std::vector<Row> kept;
+    for (Row& r : rows)
+      if (r.v->supports(&abi) && !(r.v->config.family == kernels::Family::kSm90 && dev && !hopper)) kept.push_back(r);
+    rows = std::move(kept);
+    if (ceil)
+      for (Row& r : rows) r.predicted = predicted_us(*r.v, *shape, *dev, *ceil);
+    if (ceil)
+      std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.predicted < y.predicted; });
+  }
+
+  if (no_gpu) std::printf("(%s: resident CTAs and predictions need a GPU)\n", no_gpu->c_str());
+  else std::printf("device: %s (%d SMs)\n", dev->name.c_str(), dev->sm_count);
+  const char* fmt = "%-40s %-5s %-10s %6s %5s %6s %8s %-11s %9s%s";
+  std::string extra_head = shape ? strf(" %6s %6s %12s", "CTAs", "waves", "predicted") : "";
+  std::printf("%s\n", strf(fmt, "variant", "arch", "tile", "stages", "wg|w", "splitK", "cluster", "schedule", "resident",
+                           extra_head.c_str()).c_str());
+  for (const Row& r : rows) {
+    const kernels::KernelConfig& c = r.v->config;
+    const bool sm90 = c.family == kernels::Family::kSm90;
+    const std::string schedule = !sm90 ? "one tile" : c.pingpong ? "ping-pong" : c.persistent ? "persistent" : "one tile";
+    const int cluster = std::max(c.splitk, c.multicast);
+    const int resident = dev && (hopper || !sm90) && r.v->resident_ctas ? r.v->resident_ctas() : 0;
+    std::string extra;
+    if (shape) {
+      const double ctas = std::ceil(double(shape->m) / c.bm) * std::ceil(double(shape->n) / c.bn) * c.splitk;
+      const std::string waves = resident > 0 ? strf("%.2f", ctas / resident) : "-";
+      extra = strf(" %6.0f %6s %12s", ctas, waves.c_str(), ceil ? human_us(r.predicted).c_str() : "-");
+    }
+    std::printf("%s\n", strf(fmt, r.v->name, sm90 ? "sm90a" : "sm80", strf("%dx%dx%d", c.bm, c.bn, c.bk).c_str(),
+                             std::to_string(c.stages).c_str(), std::to_string(c.consumers).c_str(),
+                             std::to_string(c.splitk).c_str(), cluster > 1 ? std::to_string(cluster).c_str() : "-",
+                             schedule.c_str(), resident > 0 ? std::to_string(resident).c_str() : "-", extra.c_str())
+                            .c_str());
+  }
+  std::printf("%zu variant(s)%s\n", rows.size(), shape ? " serve this problem (ordered by the cost model's prediction "
+                                                          "when a GPU is present)" : "");
+  if (shape && dev) {
+    DispatchTable table;
+    const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
+    const std::string path = !o.table.empty() ? o.table : std::filesystem::exists(shipped) ? shipped : "";
+    if (!path.empty()) table = DispatchTable::load(path);
+    const int cc = dev->cc_major * 10 + dev->cc_minor;
+    const kernels::KernelVariant* chosen = kernels::choose(table.data(), table.size(), abi, dev->sm_count, cc);
+    const bool tabled = chosen && kernels::table_choice(table.data(), table.size(), abi) == chosen;
+    std::printf("dispatch: %s (%s)\n", chosen ? chosen->name : "none", tabled ? "tuned table" : "heuristic");
+  }
+}
+
 }  // namespace
 
 void register_hgemm_bench(CLI::App& hgemm) {
@@ -678,6 +794,21 @@ void register_hgemm_tune(CLI::App& hgemm) {
       KF_USAGE_ERROR("--baselines must include ours_all (the variants being tuned)");
     run_bench(*o, command_line());
   });
+}
+
+void register_hgemm_variants(CLI::App& hgemm) {
+  auto o = std::make_shared<VariantsOptions>();
+  CLI::App* cmd = hgemm.add_subcommand(
+      "variants", "List kforge's compiled kernel variants: configuration, resident CTAs on this GPU and, for one "
+                  "problem, CTAs, waves and the cost model's prediction (the tuner's order)");
+  cmd->footer("Columns: tile BMxBNxBK; wg|w: consumer warpgroups (sm90a) or warps (sm80); splitK: CTAs of a cluster "
+              "splitting K; cluster: CTAs per cluster (split-K or multicast pair); resident: CTAs that fit at once on "
+              "this GPU, whole clusters only; waves: CTAs / resident.");
+  cmd->add_option("--layout", o->layout, "nn, tn or all")->capture_default_str();
+  cmd->add_option("--acc", o->acc, "f32, f16 or all")->capture_default_str();
+  cmd->add_option("--shape", o->shape, "MxNxK: only the variants that serve this problem (needs one --layout and --acc)");
+  cmd->add_option("--table", o->table, "with --shape: the dispatch table whose choice to report (default: the shipped one)");
+  cmd->callback([o] { run_variants(*o); });
 }
 
 }  // namespace kforge

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   kforge::register_hgemm_bench(*hgemm);
   kforge::register_hgemm_tune(*hgemm);
   kforge::register_hgemm_compare(*hgemm);
+  kforge::register_hgemm_variants(*hgemm);
   kforge::register_hgemm_export(*hgemm);
   try {
     app.parse(argc, argv);

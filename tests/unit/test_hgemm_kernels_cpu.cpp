@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "kernels/hgemm/dispatch.hpp"
 #include "ops/hgemm_table.hpp"
 #include "../support/process.hpp"
@@ -198,6 +199,30 @@ TEST(HgemmKernels, TuneAndBenchRefuseBadInputBeforeAnyGpuWork) {
     EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
   help = test::run_kforge("hgemm bench --help");
   for (const char* flag : {"--ours", "--table", "--max-variants", "--variants-out"}) EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(HgemmKernels, VariantsCommandListsTheCompiledSpace) {
+  size_t count = 0;
+  kernels::variants(&count);
+  auto r = test::run_kforge("hgemm variants");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find(strf("%zu variant(s)", count)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sm90_tn_f32_128x256_s4_c2_k1_g8_true"), std::string::npos) << r.out;
+  // One problem: only the variants that serve it (an sm90 split-K variant needs K % 8 == 0).
+  r = test::run_kforge("hgemm variants --layout tn --acc f32 --shape 512x1024x16384");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("sm90_tn_f32_128x128_s4_c2_k4_g0_false"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("_nn_"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("_f16_"), std::string::npos) << r.out;
+  r = test::run_kforge("hgemm variants --layout tn --acc f32 --shape 512x1024x1020");  // K % 8 != 0: sm80 only
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.find("sm90_"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sm80_tn_f32_"), std::string::npos) << r.out;
+  for (const char* bad : {"--layout xx", "--acc f64", "--shape 512x1024x16384", "--layout tn --acc f32 --shape 0x1x1",
+                          "--table t.json"}) {
+    r = test::run_kforge(std::string("hgemm variants ") + bad);
+    EXPECT_EQ(r.rc, 2) << bad << "\n" << r.err;
+  }
 }
 
 }  // namespace
