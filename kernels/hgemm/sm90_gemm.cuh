@@ -200,8 +200,10 @@ struct Params {
   int tiles_m, tiles_n, k_tiles;
 };
 
+// EXCLUSIVE does not change the code: it makes the launch of an exclusive variant (one CTA per SM)
+// a kernel of its own, so that its shared-memory attribute is never another variant's.
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST>
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST, bool EXCLUSIVE>
 __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -567,10 +569,17 @@ inline int balanced_grid(int work, int slots) {
   return (work + rounds - 1) / rounds;
 }
 
+// EXCLUSIVE: launch with over half an SM's shared memory, so that no two CTAs share an SM (a
+// cluster scheduler may otherwise pack a small-tile split-K cluster two CTAs to an SM and leave
+// other SMs idle).
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1>
+          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1, bool EXCLUSIVE = false>
 struct Gemm {
   using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
+  // 228 KiB per SM, 1 KiB of it reserved per CTA: two CTAs of 116 KiB cannot share one.
+  static constexpr int kLaunchSmem = EXCLUSIVE && T::kSmemBytes < 116 * 1024 ? 116 * 1024 : T::kSmemBytes;
+  static_assert(!EXCLUSIVE || (!PERSISTENT && T::kSmemBytes < 116 * 1024),
+                "an exclusive variant is a one-tile variant that would otherwise fit two CTAs per SM");
 
   static constexpr KernelConfig config() {
     KernelConfig c;
@@ -585,6 +594,7 @@ struct Gemm {
     c.persistent = PERSISTENT;
     c.pingpong = PINGPONG;
     c.multicast = MCAST;
+    c.exclusive = EXCLUSIVE;
     return c;
   }
 
@@ -603,7 +613,7 @@ struct Gemm {
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
   static auto kernel_ptr() {
-    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
+    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, EXCLUSIVE>;
   }
   static constexpr int kClusterCtas = SPLITK > 1 ? SPLITK : MCAST;
 
@@ -611,7 +621,7 @@ struct Gemm {
   // permission for a cluster over 8 CTAs. False when they cannot be set.
   static bool prepare() {
     static std::atomic<uint64_t> smem_done{0}, cluster_done{0};
-    if (!ensure_smem_attribute(kernel_ptr(), T::kSmemBytes, smem_done)) return false;
+    if (!ensure_smem_attribute(kernel_ptr(), kLaunchSmem, smem_done)) return false;
     if constexpr (kClusterCtas > 8) {
       int dev = 0;
       if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
@@ -635,7 +645,7 @@ struct Gemm {
   static int resident_ctas() {
     if (device_cc() != 90 || !prepare()) return 0;
     if constexpr (kClusterCtas == 1) {
-      return resident_plain_ctas(kernel_ptr(), T::kThreads, T::kSmemBytes);
+      return resident_plain_ctas(kernel_ptr(), T::kThreads, kLaunchSmem);
     } else {
       cudaLaunchConfig_t q = {};
       cudaLaunchAttribute attr[1];
@@ -645,7 +655,7 @@ struct Gemm {
       attr[0].val.clusterDim.z = SPLITK > 1 ? SPLITK : 1;
       q.gridDim = SPLITK > 1 ? dim3(sm_count(), 1, SPLITK) : dim3(sm_count() / MCAST * MCAST);
       q.blockDim = dim3(T::kThreads);
-      q.dynamicSmemBytes = T::kSmemBytes;
+      q.dynamicSmemBytes = kLaunchSmem;
       q.attrs = attr;
       q.numAttrs = 1;
       int clusters = 0;
@@ -683,7 +693,7 @@ struct Gemm {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attrs[1];
     cfg.blockDim = dim3(T::kThreads);
-    cfg.dynamicSmemBytes = T::kSmemBytes;
+    cfg.dynamicSmemBytes = kLaunchSmem;
     cfg.stream = stream;
     if constexpr (SPLITK > 1) {
       cfg.gridDim = dim3(tiles, 1, SPLITK);
