@@ -19,6 +19,7 @@
 #include <cudaTypedefs.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/hgemm/kernel_api.hpp"
@@ -123,7 +124,6 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorM
       : "memory");
 }
 
-// Arrives on the barrier at the address `local` has in this CTA, in CTA `rank` of the cluster.
 // Arrives on the barrier at `local`'s address in CTA `rank` of the cluster (this CTA's own rank
 // included). Default semantics (release at CTA scope), as CUTLASS's ClusterBarrier does: the
 // arrival only says that this thread's reads of the stage are over (wgmma_wait has retired them);
@@ -232,6 +232,13 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
   } else {
     __syncthreads();
   }
+  // Programmatic dependent launch: this grid may have been started while the kernel before it on
+  // the stream was still running, so that the set-up above overlaps that kernel's tail. No thread
+  // touches global memory (A, B or C) before that kernel has completed and its writes are visible
+  // (a no-op when launched without the attribute)...
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // ...and the kernel after this one may be scheduled as SMs free up; it waits the same way.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   // Multicast: a scheduling unit is a column of MCAST vertically adjacent tiles sharing one B tile;
   // CTA rank r of the cluster takes row r of it. Both CTAs walk the same units in the same order.
@@ -559,6 +566,15 @@ inline int sm_count() {
   return n;
 }
 
+// Programmatic dependent launch for every Hopper kernel, unless KFORGE_HGEMM_PDL=0 (read once).
+inline bool programmatic_launch_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KFORGE_HGEMM_PDL");
+    return !(v && v[0] == '0' && v[1] == '\0');
+  }();
+  return on;
+}
+
 // A persistent grid for `work` units on at most `slots` resident CTAs (or pairs): as few as give
 // the same number of rounds, so that every CTA does the same number of units (2048 tiles on 132
 // SMs: 128 CTAs of 16 tiles rather than 132 of 15 or 16; the spare SMs relieve L2 and power, and a
@@ -691,7 +707,7 @@ struct Gemm {
     if (!prepare()) return kRunLaunchFailed;
 
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attrs[1];
+    cudaLaunchAttribute attrs[2];
     cfg.blockDim = dim3(T::kThreads);
     cfg.dynamicSmemBytes = kLaunchSmem;
     cfg.stream = stream;
@@ -724,6 +740,16 @@ struct Gemm {
       cfg.gridDim = dim3(pairs * MCAST);
     } else {
       cfg.gridDim = dim3(PERSISTENT ? balanced_grid(tiles, sm_count()) : tiles);
+    }
+    if (programmatic_launch_enabled()) {
+      // Programmatic dependent launch (the kernel waits for its predecessor before touching memory).
+      attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attrs;
+      ++cfg.numAttrs;
+      if (cudaLaunchKernelEx(&cfg, kernel, ma, mb, p) == cudaSuccess) return 0;
+      cudaGetLastError();  // not allowed here (e.g. some stream kinds): launch it the ordinary way
+      --cfg.numAttrs;
     }
     if (cudaLaunchKernelEx(&cfg, kernel, ma, mb, p) != cudaSuccess) {
       cudaGetLastError();

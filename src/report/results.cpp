@@ -478,7 +478,8 @@ std::vector<SpeedupRow> speedup_by_decade(const std::vector<Measurement>& rows, 
   using ShapeKey = std::tuple<int64_t, int64_t, int64_t, Acc>;
   std::map<ShapeKey, std::pair<double, double>> best;  // (impl, base); 0 = not measured
   for (const Measurement& m : rows) {
-    if ((m.impl != impl && m.impl != base) || !positive(m.time_us.median)) continue;
+    // An output that failed verification does not count, however fast.
+    if ((m.impl != impl && m.impl != base) || !m.verified || !positive(m.time_us.median)) continue;
     auto& [t_impl, t_base] = best[{m.shape.m, m.shape.n, m.shape.k, m.acc}];
     double& t = m.impl == impl ? t_impl : t_base;
     t = t > 0 ? std::min(t, m.time_us.median) : m.time_us.median;

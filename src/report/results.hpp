@@ -84,7 +84,7 @@ std::vector<RepeatabilityComparison> compare_runs(const std::vector<Measurement>
 // The speed-up of one implementation over another (time of `base` / time of `impl`), each taken
 // at the faster of its layouts per shape (a user picks the better layout of each library): per
 // FLOP decade (decade >= 0) and over all shapes (decade -1, last). Only shapes (of one acc) that
-// both measured count; `win_rate` is the fraction with speed-up > 1.
+// both measured with a verified output count; `win_rate` is the fraction with speed-up > 1.
 struct SpeedupRow {
   int decade = -1;
   int shapes = 0;

@@ -1,11 +1,14 @@
 // kforge's own HGEMM kernels on the GPU: every compiled variant verified on shapes that exercise
 // full tiles, partial tiles, K shorter than a pipeline, split-K with empty splits, and both
 // layouts; the dispatcher's choice verified on odd shapes.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "gpu_test.hpp"
 #include "kernels/hgemm/dispatch.hpp"
+#include "gpu/cuda.hpp"
+#include "ops/hgemm.hpp"
 #include "ops/hgemm_verify.hpp"
 
 namespace kforge {
@@ -62,6 +65,67 @@ TEST_F(GpuTest, DispatcherServesOddShapes) {
       EXPECT_TRUE(r.ok) << v->name << " " << sh.str() << " " << to_string(layout) << ": " << r.why;
     }
   }
+}
+
+// What the cost model and `hgemm variants` are told fits at once: whole clusters, at least one
+// cluster, and one CTA per SM for the exclusive variants.
+TEST_F(GpuTest, ResidentCtasAreWholeClustersAndExclusiveMeansOnePerSm) {
+  const DeviceInfo dev = query_device(0);
+  const bool hopper = dev.cc_major * 10 + dev.cc_minor == 90;
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    const int resident = v.resident_ctas();
+    if (v.config.family == kernels::Family::kSm90 && !hopper) {
+      EXPECT_EQ(resident, 0) << v.name;  // sm_90a code cannot run here
+      continue;
+    }
+    const int cluster = std::max(v.config.splitk, v.config.multicast);
+    EXPECT_GE(resident, cluster) << v.name;
+    EXPECT_EQ(resident % cluster, 0) << v.name << ": " << resident << " CTAs in clusters of " << cluster;
+    if (v.config.exclusive || v.config.persistent) EXPECT_LE(resident, dev.sm_count) << v.name;
+    std::printf("%-40s %4d resident CTAs\n", v.name, resident);
+  }
+}
+
+// Two calls back to back on one stream, the second reading the first one's output as its A. Hopper
+// variants launch with programmatic dependent launch, so the second grid may start before the
+// first ends; it must still read the finished C1 (poisoned with NaN before the pair, so an early
+// read shows). The first call is long (K = 8192) so that the overlap has time to happen.
+TEST_F(GpuTest, ChainedCallsReadTheFinishedOutputOfTheCallBefore) {
+  const DeviceInfo dev = query_device(0);
+  if (dev.cc_major * 10 + dev.cc_minor != 90) GTEST_SKIP() << "the programmatic launch is the Hopper family's";
+  Stream s;
+  const int64_t M = 1024, N = 1024, K1 = 8192;
+  DeviceBuffer a(size_t(M * K1) * 2), b1(size_t(K1 * N) * 2), b2(size_t(N * N) * 2), c1(size_t(M * N) * 2),
+      c2(size_t(M * N) * 2);
+  fill_random(a.as<__half>(), size_t(M * K1), Dist::kUniform, 1, s.get());
+  fill_random(b1.as<__half>(), size_t(K1 * N), Dist::kUniform, 2, s.get());
+  fill_random(b2.as<__half>(), size_t(N * N), Dist::kUniform, 3, s.get());
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  int chained = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    if (v.config.family != kernels::Family::kSm90) continue;
+    const Layout layout = v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN;
+    const Acc acc = v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32;
+    const HgemmProblem first{{M, N, K1}, layout, acc}, second{{M, N, N}, layout, acc};
+    const kforge_hgemm_problem p1 = first.abi(), p2 = second.abi();
+    if (!v.supports(&p1) || !v.supports(&p2) || v.workspace_size(&p1) || v.workspace_size(&p2)) continue;
+    poison_nan(c1.as<__half>(), size_t(M * N), s.get());
+    poison_nan(c2.as<__half>(), size_t(M * N), s.get());
+    const kforge_hgemm_args x1{p1, a.get(), b1.get(), c1.get(), nullptr, 0};
+    const kforge_hgemm_args x2{p2, c1.get(), b2.get(), c2.get(), nullptr, 0};
+    ASSERT_EQ(v.run(&x1, s.get()), 0) << v.name;
+    ASSERT_EQ(v.run(&x2, s.get()), 0) << v.name;  // no synchronisation in between
+    const CheckResult r = check_sampled_gpu(second, c1.as<__half>(), b2.as<__half>(), c2.as<__half>(), 512, 7, s.get());
+    EXPECT_TRUE(r.ok()) << v.name << ": " << r.describe();
+    ++chained;
+  }
+  EXPECT_GT(chained, 0);
+  std::printf("%d variants chained\n", chained);
 }
 
 }  // namespace
