@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [gaps] [repeat] [tune] [ours] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [gaps] [pdl] [repeat] [tune] [ours] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
 #   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv)
 #   gaps    every variant and cuBLASLt algorithm timed on the shapes kforge loses most (gaps-variants.csv)
+#   pdl     ours vs lt_auto on the subset with programmatic dependent launch off, then on
 #   tune    resumes from data/hgemm/dispatch-table.json into $OUT/dispatch-table.json (TUNE_FROM,
 #           TUNE_STALE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the result back
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with
@@ -61,6 +62,18 @@ if has gaps; then
   timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
     --shapes 512x512x16384,512x1024x16384,256x1024x12288,1024x256x8192,1024x128x16384,4096x128x4096,12288x128x16384,128x4096x16384,8192x8192x8192 \
     --out "$out/gaps.csv" --variants-out "$out/gaps-variants.csv" 2>&1 | tail -12 || true
+fi
+if has pdl; then
+  echo "== programmatic dependent launch off, then on: ours vs lt_auto on the subset (offline and graph)"
+  table=(); [ -f "$out/dispatch-table.json" ] && table=(--table "$out/dispatch-table.json")
+  for on in 0 1; do
+    KFORGE_HGEMM_PDL=$on timeout 150 $kf hgemm bench --baselines lt_auto,ours "${table[@]}" --no-db \
+      --shapes data/shapes/subset.txt --mode offline,graph --out "$out/pdl-$on.csv" >/dev/null 2>&1 || true
+    for m in offline graph; do
+      echo "KFORGE_HGEMM_PDL=$on, $m:"
+      [ -f "$out/pdl-$on.csv" ] && $kf hgemm compare "$out/pdl-$on.csv" --mode $m --speedup ours:lt_auto | tail -10 || true
+    done
+  done
 fi
 if has repeat; then
   echo "== evaluator repeatability: 5 verdicts of one candidate, 4096x4096x4096 tn"
