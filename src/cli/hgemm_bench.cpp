@@ -654,10 +654,10 @@ void run_variants(const VariantsOptions& o) {
     for (Row& r : rows)
       if (r.v->supports(&abi) && !(r.v->config.family == kernels::Family::kSm90 && dev && !hopper)) kept.push_back(r);
     rows = std::move(kept);
-    if (ceil)
+    if (ceil) {
       for (Row& r : rows) r.predicted = predicted_us(*r.v, *shape, *dev, *ceil);
-    if (ceil)
       std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.predicted < y.predicted; });
+    }
   }
 
   if (no_gpu) std::printf("(%s: resident CTAs and predictions need a GPU)\n", no_gpu->c_str());
