@@ -57,12 +57,11 @@ struct KernelVariant {
   int (*resident_ctas)();
 };
 
-// Sets the dynamic shared-memory limit of `kernel` once per device (the attribute is per device
-// context), remembered in `done_mask`. Returns false when it cannot be set (the error is cleared,
-// so that it is not blamed on a later launch).
+// Sets attribute `attr` of `kernel` to `value` once per device (function attributes are per
+// device context), remembered in `done_mask`. Returns false when it cannot be set (the error is
+// cleared, so that it is not blamed on a later launch).
 template <typename KernelPtr>
-inline bool ensure_smem_attribute(KernelPtr kernel, size_t bytes, std::atomic<uint64_t>& done_mask) {
-  if (bytes <= size_t(48) * 1024) return true;
+inline bool ensure_func_attribute(KernelPtr kernel, cudaFuncAttribute attr, int value, std::atomic<uint64_t>& done_mask) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -70,12 +69,19 @@ inline bool ensure_smem_attribute(KernelPtr kernel, size_t bytes, std::atomic<ui
   }
   const uint64_t bit = (dev >= 0 && dev < 64) ? (uint64_t(1) << dev) : 0;
   if (bit != 0 && (done_mask.load(std::memory_order_acquire) & bit) != 0) return true;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) != cudaSuccess) {
+  if (cudaFuncSetAttribute(kernel, attr, value) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
   if (bit != 0) done_mask.fetch_or(bit, std::memory_order_acq_rel);
   return true;
+}
+
+// The dynamic shared-memory limit of `kernel`, where it exceeds the default 48 KiB.
+template <typename KernelPtr>
+inline bool ensure_smem_attribute(KernelPtr kernel, size_t bytes, std::atomic<uint64_t>& done_mask) {
+  return bytes <= size_t(48) * 1024 ||
+         ensure_func_attribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes), done_mask);
 }
 
 // Resident CTAs of a kernel launched without clusters: blocks per SM x SMs of the current device.

@@ -638,22 +638,19 @@ struct Gemm {
   static bool prepare() {
     static std::atomic<uint64_t> smem_done{0}, cluster_done{0};
     if (!ensure_smem_attribute(kernel_ptr(), kLaunchSmem, smem_done)) return false;
-    if constexpr (kClusterCtas > 8) {
-      int dev = 0;
-      if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-        cudaGetLastError();
-        return false;
-      }
-      const uint64_t bit = uint64_t(1) << dev;
-      if ((cluster_done.load(std::memory_order_acquire) & bit) == 0) {
-        if (cudaFuncSetAttribute(kernel_ptr(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-          cudaGetLastError();
-          return false;
-        }
-        cluster_done.fetch_or(bit, std::memory_order_acq_rel);
-      }
-    }
+    if constexpr (kClusterCtas > 8)
+      return ensure_func_attribute(kernel_ptr(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1, cluster_done);
     return true;
+  }
+
+  // The launch attribute of a clustered variant: split-K clusters along z, multicast pairs along x.
+  static cudaLaunchAttribute cluster_dim() {
+    cudaLaunchAttribute a = {};
+    a.id = cudaLaunchAttributeClusterDimension;
+    a.val.clusterDim.x = SPLITK > 1 ? 1 : MCAST;
+    a.val.clusterDim.y = 1;
+    a.val.clusterDim.z = SPLITK > 1 ? SPLITK : 1;
+    return a;
   }
 
   // Whole clusters that fit at once (a cluster must sit in one GPC, so fewer CTAs than blocks
@@ -664,11 +661,7 @@ struct Gemm {
       return resident_plain_ctas(kernel_ptr(), T::kThreads, kLaunchSmem);
     } else {
       cudaLaunchConfig_t q = {};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = SPLITK > 1 ? 1 : MCAST;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = SPLITK > 1 ? SPLITK : 1;
+      cudaLaunchAttribute attr[1] = {cluster_dim()};
       q.gridDim = SPLITK > 1 ? dim3(sm_count(), 1, SPLITK) : dim3(sm_count() / MCAST * MCAST);
       q.blockDim = dim3(T::kThreads);
       q.dynamicSmemBytes = kLaunchSmem;
@@ -711,24 +704,14 @@ struct Gemm {
     cfg.blockDim = dim3(T::kThreads);
     cfg.dynamicSmemBytes = kLaunchSmem;
     cfg.stream = stream;
+    cfg.attrs = attrs;
+    if constexpr (kClusterCtas > 1) attrs[cfg.numAttrs++] = cluster_dim();
     if constexpr (SPLITK > 1) {
       cfg.gridDim = dim3(tiles, 1, SPLITK);
-      attrs[0].id = cudaLaunchAttributeClusterDimension;
-      attrs[0].val.clusterDim.x = 1;
-      attrs[0].val.clusterDim.y = 1;
-      attrs[0].val.clusterDim.z = SPLITK;
-      cfg.attrs = attrs;
-      cfg.numAttrs = 1;
     } else if constexpr (MCAST > 1) {
       // Pairs of CTAs; a persistent grid holds only as many pairs as can be resident at once (a
       // cluster must fit in one GPC), or the last pairs would run as a second wave.
       const int units = ((p.tiles_m + MCAST - 1) / MCAST) * p.tiles_n;
-      attrs[0].id = cudaLaunchAttributeClusterDimension;
-      attrs[0].val.clusterDim.x = MCAST;
-      attrs[0].val.clusterDim.y = 1;
-      attrs[0].val.clusterDim.z = 1;
-      cfg.attrs = attrs;
-      cfg.numAttrs = 1;
       int pairs = units;
       if constexpr (PERSISTENT) {
         static const int resident = [] {
@@ -745,7 +728,6 @@ struct Gemm {
       // Programmatic dependent launch (the kernel waits for its predecessor before touching memory).
       attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attrs[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = attrs;
       ++cfg.numAttrs;
       if (cudaLaunchKernelEx(&cfg, kernel, ma, mb, p) == cudaSuccess) return 0;
       cudaGetLastError();  // not allowed here (e.g. some stream kinds): launch it the ordinary way

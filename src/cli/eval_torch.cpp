@@ -118,8 +118,7 @@ void run_eval_torch(const TorchCliOptions& o) {
   eo.reward = parse_reward(o.reward);
   eo.reward.mode = "eager";
   eo.devices = parse_devices(o.devices);
-  if (!eo.devices.empty() && o.device != "cuda")
-    KF_USAGE_ERROR("--devices picks the GPUs itself: leave --device at cuda (got '%s')", o.device.c_str());
+  require_default_device(eo.devices, o.device);
 
   std::vector<TorchJob> jobs;
   std::vector<std::string> task_ids;

@@ -315,6 +315,14 @@ void record_winners(const std::vector<Measurement>& rows, const BenchPlan& plan,
   write_file_atomic(o.tune_out, tuned.to_json().dump(1) + "\n");
 }
 
+// The table "ours" dispatches from: the one given, else the one shipped in data/ when present,
+// else none (the heuristic alone).
+DispatchTable ours_table(const std::string& given) {
+  const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
+  const std::string path = !given.empty() ? given : std::filesystem::exists(shipped) ? shipped : "";
+  return path.empty() ? DispatchTable{} : DispatchTable::load(path);
+}
+
 void run_bench(const BenchOptions& o, const std::string& command) {
   const BenchPlan plan = make_plan(o);
   require_gpu();
@@ -355,14 +363,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   // Warm back-to-back runs may serve up to the L2 size of their traffic from L2; cold ones none.
   const double l2_resident = plan.flush_l2 || plan.rotate ? 0.0 : double(dev.l2_bytes);
   CublasHandles handles;
-  // "ours": the tuned table (given, or the one shipped in data/, when present), heuristic elsewhere.
-  DispatchTable table;
-  std::string table_origin = "heuristic only";
-  {
-    const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
-    const std::string path = !o.table.empty() ? o.table : std::filesystem::exists(shipped) ? shipped : "";
-    if (!path.empty()) table = DispatchTable::load(path), table_origin = path;
-  }
+  const DispatchTable table = ours_table(o.table);
   DispatchTable tuned;  // kforge hgemm tune: what this run has found (plus what an earlier run left)
   if (!o.tune_out.empty() && std::filesystem::exists(o.tune_out)) tuned = DispatchTable::load(o.tune_out);
   tuned.device = dev.name;
@@ -691,10 +692,7 @@ void run_variants(const VariantsOptions& o) {
   std::printf("%zu variant(s)%s\n", rows.size(), shape ? " serve this problem (ordered by the cost model's prediction "
                                                           "when a GPU is present)" : "");
   if (shape && dev) {
-    DispatchTable table;
-    const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
-    const std::string path = !o.table.empty() ? o.table : std::filesystem::exists(shipped) ? shipped : "";
-    if (!path.empty()) table = DispatchTable::load(path);
+    const DispatchTable table = ours_table(o.table);
     const int cc = dev->cc_major * 10 + dev->cc_minor;
     const kernels::KernelVariant* chosen = kernels::choose(table.data(), table.size(), abi, dev->sm_count, cc);
     const bool tabled = chosen && kernels::table_choice(table.data(), table.size(), abi) == chosen;

@@ -122,8 +122,7 @@ void run(OptimizeCli& c) {
   t.allow_streams = c.allow_streams;
   t.require_cuda_kernel = c.require_cuda_kernel;
   t.devices = eval.devices;
-  if (!t.devices.empty() && c.device != "cuda")
-    KF_USAGE_ERROR("--devices picks the GPUs itself: leave --device at cuda (got '%s')", c.device.c_str());
+  require_default_device(t.devices, c.device);
 
   g_stop = false;
   auto previous = std::signal(SIGINT, on_stop_signal);

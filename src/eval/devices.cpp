@@ -42,6 +42,11 @@ std::vector<int> parse_devices(const std::string& spec_in) {
   return out;
 }
 
+void require_default_device(const std::vector<int>& devices, const std::string& device) {
+  if (!devices.empty() && device != "cuda")
+    KF_USAGE_ERROR("--devices picks the GPUs itself: leave --device at cuda (got '%s')", device.c_str());
+}
+
 std::string device_env(int device) {
   const char* own = std::getenv("CUDA_VISIBLE_DEVICES");
   if (own && *own) {

@@ -13,6 +13,10 @@ namespace kforge {
 // device. Empty spec: empty list (the default device, one worker).
 std::vector<int> parse_devices(const std::string& spec);
 
+// A usage error when a device list is given together with a --device other than "cuda" (the
+// list picks the GPUs itself).
+void require_default_device(const std::vector<int>& devices, const std::string& device);
+
 // The environment entry that pins a worker to `device` (an index as above): CUDA_VISIBLE_DEVICES
 // naming that device, translated through kforge's own CUDA_VISIBLE_DEVICES when it has one.
 std::string device_env(int device);
