@@ -7,7 +7,9 @@
 #   gaps    every variant and cuBLASLt algorithm timed on the shapes kforge loses most (gaps-variants.csv)
 #   pdl     ours vs lt_auto on the subset with programmatic dependent launch off, then on
 #   tune    resumes from data/hgemm/dispatch-table.json into $OUT/dispatch-table.json (TUNE_FROM,
-#           TUNE_STALE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the result back
+#           TUNE_STALE, TUNE_RETUNE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the
+#           result back. TUNE_RETUNE=1 measures TUNE_SHAPES again even where the table is current
+#           (with TUNE_VARIANTS=0: every variant, e.g. on the shapes a grid run lost)
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with
 #           wall times and the device of each verdict (run it on nvidia-h200-x2 to see two)
 #   repeat  the evaluator's repeatability: five verdicts of one honest candidate at 4096^3 (tn),
@@ -127,6 +129,7 @@ if has tune; then
   from=${TUNE_FROM-data/hgemm/dispatch-table.json}
   [ ! -f "$out/dispatch-table.json" ] && [ -n "$from" ] && cp "$from" "$out/dispatch-table.json"
   stale=(); [ "${TUNE_STALE:-1}" = 1 ] && stale=(--retune-stale)
+  [ "${TUNE_RETUNE:-0}" = 1 ] && stale=(--retune)
   /usr/bin/time -f "tune wall %e s" timeout 560 $kf hgemm tune --shapes "${TUNE_SHAPES:-grid}" --layouts nn,tn \
     --budget "${TUNE_BUDGET:-480}" --baselines "${TUNE_BASELINES:-ours_all}" --max-variants "${TUNE_VARIANTS:-8}" \
     "${stale[@]}" --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" --variants-out "$out/tune-variants.csv" 2>&1 | tail -15 || true

@@ -30,7 +30,6 @@ struct KernelConfig {
   bool persistent = false;     // sm90: one CTA per SM looping over tiles
   bool pingpong = false;       // sm90: consumers alternate whole tiles (else they split each tile)
   int multicast = 1;           // sm90: CTAs of a cluster along M sharing each B tile through TMA multicast
-  bool exclusive = false;      // sm90: one CTA per SM (the launch asks for over half an SM's shared memory)
 };
 
 // Return codes of a variant's run(), beyond 0.

@@ -43,7 +43,11 @@ struct Traits {
   static constexpr int kTileA = BM * kBK * 2, kTileB = BN * kBK * 2;
   static constexpr int kStageBytes = kTileA + kTileB;
   static constexpr int kPipeBytes = STAGES * kStageBytes;
-  static constexpr int kRedBytes = SPLITK > 1 ? BM * BN * 4 : 0;  // split-K partial tile (fp32)
+  // Split-K partial tile (fp32), rows padded by 8 floats: a half-warp's float2 fragment stores
+  // (4 rows x 8 columns) then fall in 32 distinct banks; unpadded rows of BN % 32 == 0 floats put
+  // all 4 rows in one set of 8 banks (4-way conflicts). The reduction's float4 reads stay contiguous.
+  static constexpr int kRedStride = BN + 8;
+  static constexpr int kRedBytes = SPLITK > 1 ? BM * kRedStride * 4 : 0;
   // Epilogue staging: each consumer warp owns 16 rows x 64 columns of fp16 (rows padded to 72
   // halves: conflict-free fragment writes), so that global stores go out as whole 128-byte rows.
   static constexpr int kStageRow = 72;
@@ -200,10 +204,8 @@ struct Params {
   int tiles_m, tiles_n, k_tiles;
 };
 
-// EXCLUSIVE does not change the code: it makes the launch of an exclusive variant (one CTA per SM)
-// a kernel of its own, so that its shared-memory attribute is never another variant's.
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST, bool EXCLUSIVE>
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST>
 __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -422,7 +424,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
                 x0 = __low2float(hv);
                 x1 = __high2float(hv);
               }
-              *reinterpret_cast<float2*>(&red[r * BN + cidx]) = make_float2(x0, x1);
+              *reinterpret_cast<float2*>(&red[r * T::kRedStride + cidx]) = make_float2(x0, x1);
             }
       }
     }
@@ -445,7 +447,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
         // All S remote loads in flight at once (DSMEM latency is ~0.5 us), then summed in rank order.
         float4 v[SPLITK];
 #pragma unroll
-        for (int q = 0; q < SPLITK; ++q) v[q] = ld_dsmem_f4(&red[r * BN + c4 * 4], uint32_t(q));
+        for (int q = 0; q < SPLITK; ++q) v[q] = ld_dsmem_f4(&red[r * T::kRedStride + c4 * 4], uint32_t(q));
         float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
         for (int q = 0; q < SPLITK; ++q) {
@@ -585,17 +587,10 @@ inline int balanced_grid(int work, int slots) {
   return (work + rounds - 1) / rounds;
 }
 
-// EXCLUSIVE: launch with over half an SM's shared memory, so that no two CTAs share an SM (a
-// cluster scheduler may otherwise pack a small-tile split-K cluster two CTAs to an SM and leave
-// other SMs idle).
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1, bool EXCLUSIVE = false>
+          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1>
 struct Gemm {
   using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
-  // 228 KiB per SM, 1 KiB of it reserved per CTA: two CTAs of 116 KiB cannot share one.
-  static constexpr int kLaunchSmem = EXCLUSIVE && T::kSmemBytes < 116 * 1024 ? 116 * 1024 : T::kSmemBytes;
-  static_assert(!EXCLUSIVE || (!PERSISTENT && T::kSmemBytes < 116 * 1024),
-                "an exclusive variant is a one-tile variant that would otherwise fit two CTAs per SM");
 
   static constexpr KernelConfig config() {
     KernelConfig c;
@@ -610,7 +605,6 @@ struct Gemm {
     c.persistent = PERSISTENT;
     c.pingpong = PINGPONG;
     c.multicast = MCAST;
-    c.exclusive = EXCLUSIVE;
     return c;
   }
 
@@ -629,7 +623,7 @@ struct Gemm {
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
   static auto kernel_ptr() {
-    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, EXCLUSIVE>;
+    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
   }
   static constexpr int kClusterCtas = SPLITK > 1 ? SPLITK : MCAST;
 
@@ -637,7 +631,7 @@ struct Gemm {
   // permission for a cluster over 8 CTAs. False when they cannot be set.
   static bool prepare() {
     static std::atomic<uint64_t> smem_done{0}, cluster_done{0};
-    if (!ensure_smem_attribute(kernel_ptr(), kLaunchSmem, smem_done)) return false;
+    if (!ensure_smem_attribute(kernel_ptr(), T::kSmemBytes, smem_done)) return false;
     if constexpr (kClusterCtas > 8)
       return ensure_func_attribute(kernel_ptr(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1, cluster_done);
     return true;
@@ -658,13 +652,13 @@ struct Gemm {
   static int resident_ctas() {
     if (device_cc() != 90 || !prepare()) return 0;
     if constexpr (kClusterCtas == 1) {
-      return resident_plain_ctas(kernel_ptr(), T::kThreads, kLaunchSmem);
+      return resident_plain_ctas(kernel_ptr(), T::kThreads, T::kSmemBytes);
     } else {
       cudaLaunchConfig_t q = {};
       cudaLaunchAttribute attr[1] = {cluster_dim()};
       q.gridDim = SPLITK > 1 ? dim3(sm_count(), 1, SPLITK) : dim3(sm_count() / MCAST * MCAST);
       q.blockDim = dim3(T::kThreads);
-      q.dynamicSmemBytes = kLaunchSmem;
+      q.dynamicSmemBytes = T::kSmemBytes;
       q.attrs = attr;
       q.numAttrs = 1;
       int clusters = 0;
@@ -702,7 +696,7 @@ struct Gemm {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attrs[2];
     cfg.blockDim = dim3(T::kThreads);
-    cfg.dynamicSmemBytes = kLaunchSmem;
+    cfg.dynamicSmemBytes = T::kSmemBytes;
     cfg.stream = stream;
     cfg.attrs = attrs;
     if constexpr (kClusterCtas > 1) attrs[cfg.numAttrs++] = cluster_dim();

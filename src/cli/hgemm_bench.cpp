@@ -673,8 +673,7 @@ void run_variants(const VariantsOptions& o) {
     const std::string schedule = !sm90         ? "one tile"
                                  : c.pingpong  ? "ping-pong"
                                  : c.persistent ? "persistent"
-                                 : c.exclusive ? "one tile x1"
-                                               : "one tile";
+                                                : "one tile";
     const int cluster = std::max(c.splitk, c.multicast);
     const int resident = dev && (hopper || !sm90) && r.v->resident_ctas ? r.v->resident_ctas() : 0;
     std::string extra;
