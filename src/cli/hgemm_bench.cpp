@@ -804,7 +804,7 @@ void register_hgemm_variants(CLI::App& hgemm) {
                   "problem, CTAs, waves and the cost model's prediction (the tuner's order)");
   cmd->footer("Columns: tile BMxBNxBK; wg|w: consumer warpgroups (sm90a) or warps (sm80); splitK: CTAs of a cluster "
               "splitting K; cluster: CTAs per cluster (split-K or multicast pair); resident: CTAs that fit at once on "
-              "this GPU, whole clusters only; x1: one CTA per SM; waves: CTAs / resident.");
+              "this GPU, whole clusters only; waves: CTAs / resident.");
   cmd->add_option("--layout", o->layout, "nn, tn or all")->capture_default_str();
   cmd->add_option("--acc", o->acc, "f32, f16 or all")->capture_default_str();
   cmd->add_option("--shape", o->shape, "MxNxK: only the variants that serve this problem (needs one --layout and --acc)");
