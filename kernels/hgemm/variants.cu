@@ -85,15 +85,14 @@ const KernelVariant kVariants[] = {
     KF_SM90_F32(128, 64, 8, 2, 4, 0, false)
     KF_SM90_F32(128, 128, 4, 2, 2, 0, false)
     KF_SM90_F32(128, 128, 4, 2, 4, 0, false)
-    // Cluster sizes that fill the GPU with whole clusters: a cluster must sit in one GPC, so on the
-    // H200 only 120 CTAs of 4-CTA clusters (and fewer of 8) are resident at once, against 117 of
-    // 3 and 132 of 2. 32 tiles as 96 CTAs; 16 tiles as 96; 64 tiles of 128x64 as 128; 32 as 96;
-    // 16 as 96.
-    KF_SM90_F32(128, 128, 4, 2, 3, 0, false)
-    KF_SM90_F32(128, 128, 4, 2, 6, 0, false)
-    KF_SM90_F32(128, 64, 8, 2, 2, 0, false)
-    KF_SM90_F32(128, 64, 8, 2, 3, 0, false)
-    KF_SM90_F32(128, 64, 8, 2, 6, 0, false)
+    // Cluster sizes that fill the GPU with whole clusters. A cluster must sit in one GPC, so on the
+    // H200 (one CTA per SM) 132 CTAs of 2-CTA clusters are resident at once, 117 of 3, 120 of 4
+    // and 102 of 6: a 32-tile shape split 4 ways (128 CTAs) runs as two waves.
+    KF_SM90_F32(128, 128, 4, 2, 3, 0, false)  // 32 tiles -> 96 CTAs
+    KF_SM90_F32(128, 128, 4, 2, 6, 0, false)  // 16 tiles -> 96 CTAs
+    KF_SM90_F32(128, 64, 8, 2, 2, 0, false)   // 64 tiles -> 128 CTAs
+    KF_SM90_F32(128, 64, 8, 2, 3, 0, false)   // 32 tiles -> 96 CTAs
+    KF_SM90_F32(128, 64, 8, 2, 6, 0, false)   // 16 tiles -> 96 CTAs
 
     KF_SM90_F16(128, 256, 4, 2, 1, 8, true)
     KF_SM90_F16(128, 128, 4, 2, 1, 8, false)
