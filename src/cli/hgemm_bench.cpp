@@ -204,13 +204,18 @@ int resident_ctas(const kernels::KernelVariant& v, const DeviceInfo& dev) {
   return it->second > 0 ? it->second : std::max(1, dev.sm_count);
 }
 
+// CTAs a launch of configuration `c` has on `sh`: its tiles times its split-K cluster.
+double cta_count(const kernels::KernelConfig& c, const Shape& sh) {
+  return std::ceil(double(sh.m) / c.bm) * std::ceil(double(sh.n) / c.bn) * c.splitk;
+}
+
 // The tuner's cost model: a variant's predicted time on a shape from its CTA count, how many of
 // them fit at once (a split-K cluster must fit in one GPC, so fewer may than SMs), a per-tile-shape
 // efficiency (larger wgmma tiles reuse more operand bytes per FLOP), plus the bytes it must move.
 // Only the ranking matters: it prunes the variants measured per shape.
 double predicted_us(const kernels::KernelVariant& v, const Shape& sh, const DeviceInfo& dev, const Ceilings& ceil) {
   const kernels::KernelConfig& c = v.config;
-  const double ctas = std::ceil(double(sh.m) / c.bm) * std::ceil(double(sh.n) / c.bn) * c.splitk;
+  const double ctas = cta_count(c, sh);
   const double sms = std::max(1, dev.sm_count);
   const double resident = resident_ctas(v, dev);
   // Waves of resident CTAs; CTAs sharing an SM in a wave share its tensor cores.
@@ -248,8 +253,7 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
   return out;
 }
 
-// One of kforge's variants as a timed launch on the bench's operands.
-// One call of a variant on the operands of call `i`.
+// One call of a variant on one set of operands.
 void run_variant(const kernels::KernelVariant* v, const kforge_hgemm_problem& abi, const GemmOperands& o,
                  const DeviceBuffer& ws, cudaStream_t st) {
   kforge_hgemm_args a{};
@@ -262,6 +266,7 @@ void run_variant(const kernels::KernelVariant* v, const kforge_hgemm_problem& ab
   if (const int rc = v->run(&a, st)) KF_RUNTIME_ERROR("kforge variant %s returned %d", v->name, rc);
 }
 
+// One of kforge's variants as a timed launch on the bench's operands.
 Launch variant_launch(const kernels::KernelVariant* v, const HgemmProblem& prob, const Operands& ops,
                       const DeviceBuffer& ws) {
   return [v, abi = prob.abi(), &ops, &ws, sh = prob.shape](cudaStream_t st, int64_t i) {
@@ -678,7 +683,7 @@ void run_variants(const VariantsOptions& o) {
     const int resident = dev && (hopper || !sm90) && r.v->resident_ctas ? r.v->resident_ctas() : 0;
     std::string extra;
     if (shape) {
-      const double ctas = std::ceil(double(shape->m) / c.bm) * std::ceil(double(shape->n) / c.bn) * c.splitk;
+      const double ctas = cta_count(c, *shape);
       const std::string waves = resident > 0 ? strf("%.2f", ctas / resident) : "-";
       extra = strf(" %6.0f %6s %12s", ctas, waves.c_str(), ceil ? human_us(r.predicted).c_str() : "-");
     }

@@ -1,6 +1,7 @@
 // Several GPUs: one eval worker process per device, each pinned to its device through
-// CUDA_VISIBLE_DEVICES, judging the candidates of a batch in parallel (core/parallel.hpp) (each candidate on one
-// device, paired with the baseline on that same device, so that its speed-up is a same-GPU ratio).
+// CUDA_VISIBLE_DEVICES, judging the candidates of a batch in parallel through core/parallel.hpp.
+// Each candidate runs on one device, paired with the baseline on that same device, so that its
+// speed-up is a same-GPU ratio.
 #pragma once
 #include <string>
 #include <vector>
