@@ -1,6 +1,7 @@
 """kforge's Python eval worker for KernelBench-format PyTorch tasks.
 
-  python3 kforge_worker serve            line-JSON requests on stdin, phase lines and verdicts on stdout
+  python3 kforge_worker serve            the judge: line-JSON requests on stdin, phase lines and verdicts on stdout
+  python3 kforge_worker exec RFD WFD     the executor the judge starts (executor.py; never run it by hand)
   python3 kforge_worker scan CANDIDATE [--task TASK] [--allow-streams] [--require-cuda-kernel]
   python3 kforge_worker build CANDIDATE --build-dir DIR    import the candidate once (compiles its extension)
   python3 kforge_worker probe            {"python", "torch", "cuda", "device"} as JSON
@@ -12,8 +13,12 @@ The protocol (serve): one request per line, e.g.
 answered by zero or more phase lines {"id": 1, "phase": "loading"|"loaded"|"timing"} (the C++ side
 applies the compile time-out between "loading" and "loaded") and exactly one verdict line: the
 fields of src/eval/verdict.hpp plus "id" and "fatal" (true: the worker exits after it; the caller
-starts a fresh one). Whatever the task or candidate prints goes to a capture file, never into the
-protocol; an excerpt is returned in details.output.
+starts a fresh one). Every line carries the request's "key" (a secret the caller drew for this
+request): only this process has seen it, so a line written into the reply pipe by anyone else
+(candidate code reaching it through /proc) is told apart. The serve process is the judge and never
+imports candidate code (judge.py); the candidate runs in an executor subprocess (executor.py).
+Whatever the task prints goes to a capture file, never into the protocol; what the candidate prints
+goes to the executor's capture file; an excerpt is returned in details.output (as valid UTF-8).
 """
 
 import json
@@ -54,7 +59,7 @@ class Capture:
         return text, size
 
     def send(self, obj):
-        self.proto.write(json.dumps(obj, default=str) + "\n")
+        self.proto.write(json.dumps(obj, default=str, ensure_ascii=True) + "\n")
         self.proto.flush()
 
 
@@ -78,7 +83,8 @@ def judge_one(req, cap):
                 torch = None
             if torch is not None:
                 from kforge_worker.judge import Fatal, Judge, Rejected
-                j = Judge(req, lambda phase: cap.send({"id": req.get("id"), "phase": phase}), torch)
+                j = Judge(req, lambda phase: cap.send({"id": req.get("id"), "phase": phase, "key": req.get("key")}),
+                          torch)
                 v = j.v
                 try:
                     j.run()
@@ -100,12 +106,24 @@ def judge_one(req, cap):
         v.d["correct"] = False
     text, size = cap.take()
     if size:
-        v.d["details"]["output"] = text
-        v.d["details"]["output_bytes"] = size
-    out = dict(v.d)
+        v.d["details"]["judge_output"] = text
+        v.d["details"]["judge_output_bytes"] = size
+    out = _clean(dict(v.d))
     out["id"] = req.get("id")
+    out["key"] = req.get("key")
     out["fatal"] = fatal
     return out, fatal
+
+
+def _clean(obj):
+    """Valid UTF-8 strings everywhere (lone surrogates, undecodable bytes replaced)."""
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "replace").decode("utf-8", "replace")
+    if isinstance(obj, dict):
+        return {_clean(str(k)): _clean(x) for k, x in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(x) for x in obj]
+    return obj
 
 
 def serve():
@@ -119,7 +137,7 @@ def serve():
         except ValueError as e:
             v = Verdict("?")
             v.reject("internal_error", "malformed request: %s" % e)
-            cap.send(dict(v.d, id=None, fatal=False))
+            cap.send(dict(v.d, id=None, fatal=False, key=None))
             continue
         out, fatal = judge_one(req, cap)
         cap.send(out)
@@ -179,6 +197,9 @@ def main(argv):
         return build(argv[1:])
     if cmd == "probe":
         return probe()
+    if cmd == "exec":
+        from kforge_worker import executor
+        return executor.main(argv[1:])
     sys.stderr.write(__doc__)
     return 2
 

@@ -1,5 +1,6 @@
-"""Snapshots of process state a candidate must leave alone, taken before it is imported and
-compared after every call: identities of torch, timer and builtin functions (monkey-patching),
+"""Snapshots of process state a candidate must leave alone, taken by the executor before it imports
+the candidate and compared after every request (they live in the candidate's own process, so they
+can only add reasons for a rejection; nothing the verdict needs depends on them): identities of torch, timer and builtin functions (monkey-patching),
 precision switches (TF32, reduced-precision reductions, autocast, default dtype), other global
 switches, Python and OS threads, the current CUDA stream."""
 
@@ -33,6 +34,33 @@ def _watched_namespaces(torch):
     except Exception:
         pass
     return spaces
+
+
+def identity_objects(torch):
+    """name -> object of every watched function and class (compared by identity)."""
+    snap = {}
+    for prefix, space in _watched_namespaces(torch).items():
+        try:
+            items = list(vars(space).items())
+        except TypeError:
+            continue
+        for name, obj in items:
+            if type(obj).__name__ == "module":
+                continue
+            if prefix == "os" and name in ("environ", "environb"):
+                continue
+            if prefix == "torch.cuda" and not callable(obj):
+                continue  # counters and caches the runtime itself updates
+            if prefix == "torch" and not callable(obj) and not isinstance(obj, type):
+                continue
+            snap[prefix + "." + name] = obj
+    return snap
+
+
+def watched_addition(name):
+    """A new attribute that counts as patching (a new method on Tensor or Module, a new builtin)."""
+    return any(name.startswith(p) for p in ("torch.Tensor.", "torch._C.TensorBase.", "torch.nn.Module.", "time.",
+                                            "builtins."))
 
 
 def identity_snapshot(torch, extra=None):

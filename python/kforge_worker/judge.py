@@ -1,38 +1,46 @@
-"""One PyTorch candidate against one KernelBench-format task: the order of the checks.
+"""The judge: one PyTorch candidate against one KernelBench-format task. This process never imports
+candidate code; the candidate runs in an executor subprocess (executor.py).
 
-  import torch -> full-precision switches -> load the task (Model, get_inputs, get_init_inputs)
-  -> state snapshots -> [phase loading] import the candidate in its own build folder [phase loaded]
-  -> identities, precision and threads compared -> both models built from the same seed (the
-  reference's weights copied when the parameter sets match) -> verification: several trials with
-  fresh inputs, candidate and reference in both orders, allocator blocks poisoned with NaN before
-  each candidate call, outputs plain dense tensors that alias no input, shapes and dtypes equal,
-  values within the dtype's tolerance, no NaN, inputs unchanged, state snapshots unchanged after
-  every call -> timing: a pool of input sets refreshed in place every round (a cache keyed on
-  pointers returns stale results), candidate and baselines (eager, torch.compile, reduce-overhead,
-  CUDA graph) in a random order per round, each batch bracketed by device-wide synchronisation
-  (the result) and by events on the current stream (the cross-check: work the events miss ran on
-  another stream), every timed output of the candidate re-checked against the eager outputs of
-  the same round, inputs checksummed around each round.
+  harden (non-dumpable, child subreaper) -> full-precision switches -> load the trusted task ->
+  a sample of inputs gives the input and output layout -> the reference Model built from a seed of
+  OS entropy (its parameters permuted and jittered where the task allows), an fp64 copy of it ->
+  input variants (scaled, shifted) kept where the fp64 reference stays finite -> pool size from the
+  reference's per-call time -> two shared arenas (one per executor: input and output slots) ->
+  the baseline executor (task only: eager, torch.compile, reduce-overhead, CUDA graph) -> [phase
+  loading] the candidate executor (candidate only) [phase loaded] -> rounds.
 
-Exceptions raised by candidate code become verdicts; anything else is kforge's own fault
-(internal_error). A CUDA error that survives a synchronisation is sticky: the verdict says
-"fatal" and the worker exits so that the C++ side starts a fresh one.
+One round: fresh inputs for every slot (each its own seed from os.urandom, a random variant, the
+fp32 precision perturbation) copied into both arenas, every output slot poisoned; the candidate and
+each baseline run one batch over all slots, in a random order. A batch: the executor is resumed
+(SIGCONT), asked to run the slots (a fresh nonce), stopped (SIGSTOP) when it answers, and its outputs
+are copied into the judge's own memory; the wall time from the request to the end of that copy is
+the batch's time. Before a batch the GPU is shown idle (a probe kernel at its normal latency). Then
+every output of the candidate is compared with the fp64 reference, with the eager output's own
+error added to the tolerance, and its inputs bit for bit with the judge's copies. The first
+`trials` rounds are untimed; `samples` timed rounds follow; the requests look the same. The
+parameters are drawn afresh (new seed) after the first round.
 """
 
-import hashlib
-import importlib.util
+import copy
+import io
+import json
 import math
 import os
+import pickle
 import random
+import secrets
+import signal
+import subprocess
 import sys
-import threading
+import tempfile
 import time
-import traceback
 
-from . import guards
+from . import channel, guards, sandbox
 from .verdict import Verdict, summarize
 
-_perf = time.perf_counter  # captured before any candidate code runs
+_perf = time.perf_counter
+WORKER_MAIN = os.path.dirname(os.path.abspath(__file__))
+EXCERPT = 2048
 
 
 class Fatal(Exception):
@@ -52,11 +60,12 @@ def _last_line(e):
 
 
 def _load_module(path, name):
+    import importlib.util
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError("cannot load %s as a Python module" % path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses and pickling need it; removed again after loading
+    sys.modules[name] = mod
     try:
         spec.loader.exec_module(mod)
     finally:
@@ -64,9 +73,113 @@ def _load_module(path, name):
     return mod
 
 
-def source_hash(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
+def clean_text(s):
+    """Valid UTF-8 text whatever a process printed or sent (lone surrogates included)."""
+    return s.encode("utf-8", "replace").decode("utf-8", "replace")
+
+
+def _align(n, a=256):
+    return (n + a - 1) // a * a
+
+
+def _describe_exit(rc):
+    if rc is None:
+        return "still running"
+    if rc < 0:
+        try:
+            return "killed by signal %d (%s)" % (-rc, signal.Signals(-rc).name)
+        except ValueError:
+            return "killed by signal %d" % -rc
+    return "exit status %d" % rc
+
+
+class Executor:
+    """The judge's handle on one executor process."""
+
+    def __init__(self, judge, role, env_extra):
+        self.judge, self.role = judge, role
+        r1, w1 = os.pipe()  # requests
+        r2, w2 = os.pipe()  # replies
+        self.cap = tempfile.TemporaryFile(prefix="kforge-exec-out-")
+        env = dict(os.environ)
+        env.update(env_extra)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        self.proc = subprocess.Popen([sys.executable, "-u", WORKER_MAIN, "exec", str(r1), str(w2)],
+                                     pass_fds=(r1, w2), stdin=subprocess.DEVNULL, stdout=self.cap,
+                                     stderr=self.cap, start_new_session=True, env=env, close_fds=True)
+        os.close(r1)
+        os.close(w2)
+        self.wfd, self.rfd = w1, r2
+        self.pgid = self.proc.pid
+        self.stopped = False
+        self.dead = False
+
+    def request(self, obj, deadline, when):
+        """Sends one request and returns the reply that answers it; anything else rejects."""
+        v = self.judge.v
+        if channel.pending(self.rfd):
+            self.judge.forged("%s: the %s executor sent a reply nobody asked for" % (when, self.role))
+        nonce = secrets.token_hex(16)
+        obj = dict(obj, nonce=nonce)
+        try:
+            channel.write_frame(self.wfd, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+            rep = channel.read_reply(self.rfd, deadline)
+        except TimeoutError:
+            raise
+        except (channel.ChannelError, OSError) as e:
+            rc = self.wait(1.0)
+            self.dead = True
+            if rc is None:
+                self.judge.forged("%s: the %s executor broke the channel (%s)" % (when, self.role, e))
+            self.judge.crashed(self, when, rc)
+            raise Rejected()
+        if rep.get("nonce") != nonce:
+            self.judge.forged("%s: a reply from the %s executor that answers no request (nonce %r)" %
+                              (when, self.role, str(rep.get("nonce"))[:40]))
+        if self.proc.poll() is not None:
+            # a reply from an exiting executor is void
+            self.dead = True
+            self.judge.crashed(self, when, self.proc.returncode)
+            raise Rejected()
+        return rep
+
+    def wait(self, timeout):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self):
+        if not self.stopped and not self.dead:
+            sandbox.signal_group(self.pgid, signal.SIGSTOP)
+            self.stopped = True
+
+    def cont(self):
+        if self.stopped and not self.dead:
+            sandbox.signal_group(self.pgid, signal.SIGCONT)
+            self.stopped = False
+
+    def kill(self):
+        sandbox.signal_group(self.pgid, signal.SIGKILL)
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.wait(5.0)
+        self.dead = True
+        for fd in (self.wfd, self.rfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def output(self):
+        self.cap.flush()
+        size = os.fstat(self.cap.fileno()).st_size
+        if not size:
+            return "", 0
+        self.cap.seek(0)
+        return self.cap.read(EXCERPT).decode("utf-8", "replace"), size
 
 
 class Judge:
@@ -77,200 +190,44 @@ class Judge:
         self.v = Verdict(req.get("name") or req.get("candidate", "?"))
         self.device = req.get("device", "cuda")
         self.cuda = self.device.startswith("cuda")
-        self.seed = int(req.get("seed", 1))
-        self.trials = int(req.get("trials", 5))
+        self.trials = max(1, int(req.get("trials", 5)))
         self.samples = int(req.get("samples", 10))
-        self.rng = random.Random(self.seed * 7919 + 17)
+        self.rng = random.Random(os.urandom(32))  # orders, variants, scales: never a replayable seed
         self.details = self.v.d["details"]
         self.checks = self.details.setdefault("checks", {})
-        # What the judge itself calls, captured before any candidate code runs.
+        self.t_start = time.monotonic()
+        self.run_deadline = self.t_start + max(5.0, float(req.get("run_timeout_s", 300)) - 3.0)
+        self.load_timeout = max(2.0, float(req.get("load_timeout_s", 300)) - 2.0)
+        self.cand = self.base = None
+        self.arenas = []
+        self.low_bits = {}
         self._sync = torch.cuda.synchronize
-        self._Event = torch.cuda.Event
-        self.started_threads = []
 
     # ------------------------------------------------------------------------------------------
-    # helpers
+    # verdict helpers
+
+    def reject(self, code, why):
+        self.v.reject(code, clean_text(why))
+        raise Rejected()
+
+    def forged(self, why):
+        self.reject("forged_reply", why)
+
+    def crashed(self, ex, when, rc):
+        self.v.reject("crashed", "%s: the %s executor died (%s)" % (when, ex.role, _describe_exit(rc)))
 
     def sync(self):
         if self.cuda:
             self._sync()
 
-    def cuda_failure(self, e, when):
-        """Classifies an exception raised by candidate code; raises Fatal when the context is gone."""
-        torch = self.torch
-        if isinstance(e, getattr(torch.cuda, "OutOfMemoryError", ())) or "out of memory" in str(e):
-            try:
-                torch.cuda.empty_cache()
-            except Exception:
-                pass
-            return "out_of_memory", "%s: %s" % (when, _last_line(e))
-        text = str(e)
-        if self.cuda and ("CUDA error" in text or "CUDA kernel errors" in text or "cudaError" in text or
-                          "illegal" in text or "CUBLAS_STATUS" in text or "device-side assert" in text):
-            try:
-                torch.cuda.synchronize()
-            except Exception as e2:
-                raise Fatal("cuda_error", "%s: %s (sticky: %s)" % (when, _last_line(e), _last_line(e2)))
-            return "cuda_error", "%s: %s" % (when, _last_line(e))
-        return "candidate_error", "%s: %s" % (when, _last_line(e))
-
-    def watching_reference(self, fn, when):
-        """Runs candidate code with the task's Model.forward replaced by a counting wrapper: a
-        candidate that finds the reference (through the garbage collector, a class it was handed)
-        and calls it is caught, whichever instance it uses."""
-        Model = self.task.Model
-        orig = Model.__dict__.get("forward")
-        if orig is None:
-            return fn()
-        hits = [0]
-
-        def counting_forward(*args, **kwargs):
-            hits[0] += 1
-            return orig(*args, **kwargs)
-
-        Model.forward = counting_forward
-        try:
-            return fn()
-        finally:
-            Model.forward = orig
-            if hits[0]:
-                self.v.reject("forbidden_call", "%s: the candidate called the task's reference Model (%d time(s))" %
-                              (when, hits[0]))
-
-    def call_candidate(self, inputs, when):
-        torch = self.torch
-        try:
-            with torch.no_grad():
-                out = self.watching_reference(lambda: self.new(*inputs), when)
-            self.sync()
-        except Fatal:
-            raise
-        except Exception as e:
-            code, why = self.cuda_failure(e, when)
-            self.v.reject(code, why)
-            raise Rejected()
-        self.check_state(when)
-        return out
-
-    def check_state(self, when):
-        """Identities, precision switches, threads and the current stream, after candidate code ran."""
-        torch, v = self.torch, self.v
-        changes = guards.identity_changes(self.ids, guards.identity_snapshot(torch, self.extra_ids))
-        if changes:
-            self.details["patched"] = changes[:40]
-            v.reject("monkey_patch", "%s: %d watched function(s) replaced, e.g. %s" % (when, len(changes), ", ".join(changes[:4])))
-        prec = guards.precision_state(torch)
-        diff = {k: [self.prec[k], prec.get(k)] for k in self.prec if prec.get(k) != self.prec[k]}
-        if diff:
-            self.details["precision_changed"] = diff
-            v.reject("precision_downgrade", "%s: precision switches changed: %s" % (when, diff))
-        glob = guards.global_state(torch)
-        gdiff = {k: [self.glob[k], glob.get(k)] for k in self.glob if glob.get(k) != self.glob[k]}
-        if gdiff:
-            self.details["global_state_changed"] = gdiff
-            v.reject("monkey_patch", "%s: global switches changed: %s" % (when, gdiff))
-        threads = guards.python_threads()
-        new = {i: n for i, n in threads.items() if i not in self.py_threads}
-        for i, n in enumerate(self.started_threads[self.threads_seen:]):
-            new.setdefault(-1 - i, n)  # started and already finished
-        if new:
-            names = sorted(set(new.values()))
-            self.details["new_threads"] = names
-            v.reject("background_thread", "%s: the candidate started Python thread(s): %s" % (when, ", ".join(names)))
-        if self.cuda:
-            cur = torch.cuda.current_stream()
-            if cur != self.default_stream:
-                v.reject("side_stream", "%s: the candidate left stream %s current" % (when, cur))
-        if v.d["reasons"]:
-            raise Rejected()
-
-    def resnapshot(self):
-        torch = self.torch
-        self.ids = guards.identity_snapshot(torch, self.extra_ids)
-        self.prec = guards.precision_state(torch)
-        self.glob = guards.global_state(torch)
-        self.py_threads = guards.python_threads()
-        self.threads_seen = len(self.started_threads)
-
-    def make_inputs(self, seed):
-        torch = self.torch
-        torch.manual_seed(seed)
-        try:
-            # Factory calls without a device (torch.randn(...)) create the tensors on the device
-            # directly: fast enough to draw fresh inputs for every timed call.
-            with torch.device(self.device):
-                raw = self.task.get_inputs()
-        except Exception as e:
-            self.v.reject("task_error", "get_inputs() raised %s" % _last_line(e))
-            raise Rejected()
-        out = []
-        for x in raw:
-            out.append(x.to(self.device) if isinstance(x, torch.Tensor) else x)
-        return out
-
-    def clone_inputs(self, inputs):
-        torch = self.torch
-        return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-
-    def checksum(self, inputs):
-        """A private copy of every input tensor (compared bit for bit by same())."""
-        torch = self.torch
-        return [x.detach().clone() if isinstance(x, torch.Tensor) else repr(x) for x in inputs]
-
-    def same(self, inputs, copies):
-        torch = self.torch
-        for x, c in zip(inputs, copies):
-            if isinstance(x, torch.Tensor):
-                if x.shape != c.shape or x.dtype != c.dtype:
-                    return False
-                a = x.detach().contiguous().view(-1).view(torch.uint8)
-                b = c.contiguous().view(-1).view(torch.uint8)
-                if not torch.equal(a, b):
-                    return False
-            elif repr(x) != c:
-                return False
-        return True
-
-    # ------------------------------------------------------------------------------------------
-    # outputs
-
-    def flatten(self, out, where):
-        if isinstance(out, (tuple, list)):
-            return list(out), type(out).__name__
-        return [out], "tensor"
-
-    def output_problem(self, t, inputs):
-        """Why `t` is not a plain dense tensor with its own storage (None when it is)."""
-        torch = self.torch
-        if type(t) is not torch.Tensor:
-            return "lazy_output", "an output is a %s, not a plain torch.Tensor" % type(t).__name__
-        if t.layout != torch.strided:
-            return "lazy_output", "an output has layout %s" % t.layout
-        if t.is_meta or t.device.type != ("cuda" if self.cuda else "cpu"):
-            return "lazy_output", "an output lives on %s" % t.device
-        try:
-            st = t.untyped_storage()
-            nbytes = st.nbytes()
-        except Exception as e:
-            return "lazy_output", "an output has no real storage (%s)" % _last_line(e)
-        if t.numel() > 0:
-            span = 1 + sum((s - 1) * abs(st_) for s, st_ in zip(t.shape, t.stride()))
-            if any(st_ == 0 and s > 1 for s, st_ in zip(t.shape, t.stride())):
-                return "lazy_output", "an output is a broadcast view (stride 0): its elements are not all written"
-            if t.storage_offset() * t.element_size() + span * t.element_size() > nbytes:
-                return "lazy_output", "an output's storage is smaller than the tensor"
-            lo, hi = t.data_ptr(), t.data_ptr() + span * t.element_size()
-            for x in inputs:
-                if isinstance(x, torch.Tensor) and x.numel() > 0:
-                    xs = x.untyped_storage()
-                    if lo < xs.data_ptr() + xs.nbytes() and xs.data_ptr() < hi:
-                        return "aliased_output", "an output shares memory with an input"
-        return None
+    def policy(self):
+        decl = getattr(self.task, "KFORGE", None)
+        return decl if isinstance(decl, dict) else {}
 
     def tolerance(self, dtype):
         torch = self.torch
         atol, rtol = self.req.get("atol"), self.req.get("rtol")
-        decl = getattr(self.task, "KFORGE", {}) if isinstance(getattr(self.task, "KFORGE", None), dict) else {}
+        decl = self.policy()
         if atol is None:
             atol = decl.get("atol")
         if rtol is None:
@@ -283,530 +240,708 @@ class Judge:
             d = 1e-4
         return (float(atol) if atol is not None else d), (float(rtol) if rtol is not None else d)
 
-    def compare(self, outs, refs, inputs, when, code="wrong_result"):
-        """Structure, plain tensors, shapes, dtypes, values. Rejects and raises on the first failure."""
-        torch, v = self.torch, self.v
-        o_list, o_kind = self.flatten(outs, when)
-        r_list, r_kind = self.flatten(refs, when)
-        if len(o_list) != len(r_list) or (r_kind == "tensor") != (o_kind == "tensor"):
-            v.reject("wrong_shape", "%s: the candidate returned %s of %d, the reference %s of %d" %
-                     (when, o_kind, len(o_list), r_kind, len(r_list)))
-            raise Rejected()
-        worst = {}
-        for i, (o, r) in enumerate(zip(o_list, r_list)):
-            if not isinstance(r, torch.Tensor):
-                if o != r:
-                    v.reject(code, "%s: output %d is %r, expected %r" % (when, i, o, r))
-                    raise Rejected()
-                continue
-            p = self.output_problem(o, inputs)
-            if p:
-                v.reject(p[0], "%s: %s" % (when, p[1]))
-                raise Rejected()
-            if tuple(o.shape) != tuple(r.shape) or o.dtype != r.dtype:
-                v.reject("wrong_shape", "%s: output %d is %s %s, expected %s %s" %
-                         (when, i, str(o.dtype).replace("torch.", ""), list(o.shape),
-                          str(r.dtype).replace("torch.", ""), list(r.shape)))
-                raise Rejected()
-            if o.numel() == 0:
-                continue
-            if not (r.is_floating_point() or r.is_complex()):
-                bad = int((o != r).sum().item())
-                if bad:
-                    v.reject(code, "%s: output %d differs in %d of %d elements (exact dtype)" % (when, i, bad, o.numel()))
-                    raise Rejected()
-                continue
-            if not bool(torch.isfinite(r).all().item()):
-                v.reject("task_error", "%s: the reference's output %d holds NaN or Inf" % (when, i))
-                raise Rejected()
-            nonfinite = int((~torch.isfinite(o)).sum().item())
-            if nonfinite:
-                v.reject(code, "%s: output %d holds %d NaN/Inf element(s) of %d (NaN never passes)" %
-                         (when, i, nonfinite, o.numel()))
-                raise Rejected()
-            atol, rtol = self.tolerance(r.dtype)
-            od, rd = o.detach().double(), r.detach().double()
-            err = (od - rd).abs()
-            allowed = atol + rtol * rd.abs()
-            nbad = int((err > allowed).sum().item())
-            max_abs = float(err.max().item())
-            idx = int((err - allowed).argmax().item())
-            worst = {"max_abs_err": max_abs, "atol": atol, "rtol": rtol}
-            if nbad:
-                v.reject(code, "%s: output %d: %d of %d elements outside atol %g / rtol %g (max abs error %.3g; "
-                         "at flat index %d got %.6g, expected %.6g)" %
-                         (when, i, nbad, o.numel(), atol, rtol, max_abs, idx, od.view(-1)[idx].item(), rd.view(-1)[idx].item()))
-                raise Rejected()
-        return worst
-
-    def poison_allocator(self, refs):
-        """NaN-filled blocks of each output's size, freed at once: the caching allocator hands them
-        to the candidate's next allocations of that size, so an output that is never written
-        (torch.empty returned as is, or memory that once held the reference's result) reads NaN."""
-        if not self.cuda:
-            return
-        torch = self.torch
-        blocks = []
-        for r in self.flatten(refs, "")[0]:
-            if isinstance(r, torch.Tensor) and r.numel() > 0:
-                dt = r.dtype if r.is_floating_point() else torch.float32
-                for _ in range(2):
-                    blocks.append(torch.full((r.numel(),), float("nan"), dtype=dt, device=r.device))
-        del blocks
-
     # ------------------------------------------------------------------------------------------
-    # stages
+    # inputs
 
     def load_task(self):
         path = self.req["task"]
         try:
             self.task = _load_module(path, "kforge_task")
         except Exception as e:
-            self.v.reject("task_error", "the task %s raised on import: %s" % (os.path.basename(path), _last_line(e)))
-            raise Rejected()
+            self.reject("task_error", "the task %s raised on import: %s" % (os.path.basename(path), _last_line(e)))
         for name in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(self.task, name):
-                self.v.reject("task_error", "the task %s defines no %s" % (os.path.basename(path), name))
-                raise Rejected()
-        decl = getattr(self.task, "KFORGE", None)
-        if isinstance(decl, dict):
-            self.details["task_policy"] = {k: decl[k] for k in decl if isinstance(decl[k], (int, float, str, bool))}
+                self.reject("task_error", "the task %s defines no %s" % (os.path.basename(path), name))
+        decl = self.policy()
+        if decl:
+            self.details["task_policy"] = {k: decl[k] for k in decl if isinstance(decl[k], (int, float, str, bool, list))}
 
-    def load_candidate(self):
-        path = self.req["candidate"]
-        build = self.req.get("build_dir")
-        if build:
-            os.makedirs(build, exist_ok=True)
-            os.environ["TORCH_EXTENSIONS_DIR"] = build
-        self.send_phase("loading")
-        t0 = _perf()
-        try:
-            self.cand = _load_module(path, "kforge_candidate")
-        except Exception as e:
-            text = str(e)
-            if "Error building extension" in text or "ninja" in text.lower() or type(e).__name__ == "CalledProcessError":
-                self.v.reject("compile_error", "building the candidate's extension failed: %s" % _last_line(e))
-            else:
-                code, why = self.cuda_failure(e, "importing the candidate") if self.cuda else ("load_error", "")
-                if code == "candidate_error":
-                    code = "load_error"
-                self.v.reject(code, why or "importing the candidate raised %s" % _last_line(e))
-            self.details["traceback"] = traceback.format_exc()[-3000:]
-            raise Rejected()
-        self.details["load_s"] = round(_perf() - t0, 3)
-        self.send_phase("loaded")
-        if not hasattr(self.cand, "ModelNew"):
-            self.v.reject("missing_entry_point", "the candidate defines no ModelNew")
-            raise Rejected()
-        self.check_state("importing the candidate")
-
-    def build_models(self):
+    def draw(self, variant):
+        """One input set: the task's get_inputs() under a seed from OS entropy, then the variant
+        (scaled or shifted floating inputs), then the fp32 precision perturbation."""
         torch = self.torch
+        torch.manual_seed(secrets.randbits(63))
         try:
-            init = list(self.task.get_init_inputs())
+            with torch.device(self.device):
+                raw = list(self.task.get_inputs())
         except Exception as e:
-            self.v.reject("task_error", "get_init_inputs() raised %s" % _last_line(e))
-            raise Rejected()
-        try:
-            torch.manual_seed(self.seed)
-            self.ref = self.task.Model(*self.clone_inputs(init)).to(self.device)
-        except Exception as e:
-            self.v.reject("task_error", "building the reference Model raised %s" % _last_line(e))
-            raise Rejected()
-        try:
-            torch.manual_seed(self.seed)
-            self.new = self.cand.ModelNew(*self.clone_inputs(init))
-            if isinstance(self.new, torch.nn.Module):
-                self.new = self.new.to(self.device)
-        except Exception as e:
-            code, why = self.cuda_failure(e, "building ModelNew")
-            self.v.reject(code, why)
-            raise Rejected()
-        if not callable(self.new):
-            self.v.reject("missing_entry_point", "ModelNew(...) is not callable")
-            raise Rejected()
-        # Same weights for both: KernelBench relies on the seed; where the parameter sets match by
-        # name and shape the reference's values are copied, so a different creation order cannot matter.
-        copied = False
-        if isinstance(self.new, torch.nn.Module):
-            rs, ns = self.ref.state_dict(), self.new.state_dict()
-            if rs and rs.keys() == ns.keys() and all(rs[k].shape == ns[k].shape for k in rs):
-                with torch.no_grad():
-                    self.new.load_state_dict(rs)
-                copied = True
-        self.details["weights_copied"] = copied
-        self.check_state("building ModelNew")
-
-    def verify(self):
-        torch = self.torch
-        worst = {}
-        ref_mutates = False
-        for trial in range(self.trials):
-            inputs = self.make_inputs(self.seed * 1000 + trial)
-            ref_in = self.clone_inputs(inputs)
-            cand_first = trial % 2 == 1
-            refs = None
-            if not cand_first:
-                with torch.no_grad():
-                    refs = self.ref(*ref_in)
-                self.sync()
-                self.poison_allocator(refs)
-            before = self.checksum(inputs)
-            out = self.call_candidate(inputs, "verification trial %d" % (trial + 1))
-            if cand_first:
-                with torch.no_grad():
-                    refs = self.ref(*ref_in)
-                self.sync()
-            if not self.same(inputs, before):
-                self.v.reject("input_mutated", "verification trial %d: the candidate changed its inputs" % (trial + 1))
-                raise Rejected()
-            worst = self.compare(out, refs, inputs, "verification trial %d (%s first)" %
-                                 (trial + 1, "candidate" if cand_first else "reference")) or worst
-            if trial == 0:
-                ref_in2 = self.clone_inputs(inputs)
-                with torch.no_grad():
-                    self.ref(*ref_in2)
-                ref_mutates = not self.same(ref_in2, self.checksum(inputs))
-            del out, refs, inputs, ref_in
-            if self.cuda:
-                torch.cuda.empty_cache()
-        if self.cuda:
-            self.side_stream_probe()
-        self.checks["verification_trials"] = self.trials
-        self.checks["tolerance"] = worst
-        self.ref_mutates = ref_mutates
-        if ref_mutates:
-            self.v.flag("reference_mutates_inputs")
-
-    def side_stream_probe(self):
-        """The current stream is held up by a spin kernel while the candidate runs; the judge's own
-        stream then compares the output with the reference. Work enqueued on the current stream
-        cannot have finished yet, so an output that is already right was computed on another
-        stream that nobody waits for."""
-        torch = self.torch
-        sleep = getattr(torch.cuda, "_sleep", None)
-        if sleep is None:
-            self.checks["side_stream_probe"] = "unavailable (no torch.cuda._sleep)"
-            return
-        inputs = self.make_inputs(self.seed * 1000 + 777)
-        with torch.no_grad():
-            refs = self.ref(*self.clone_inputs(inputs))
-        cur = torch.cuda.current_stream()
-
-        def matches(out):
-            """On the judge's own stream, which does not wait for the current one."""
-            with torch.cuda.stream(self.probe_stream), torch.no_grad():
-                for o, r in zip(self.flatten(out, "")[0], self.flatten(refs, "")[0]):
-                    if not (isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and o.shape == r.shape
-                            and o.dtype == r.dtype and o.device == r.device):
-                        return False
-                    atol, rtol = self.tolerance(r.dtype)
-                    if not bool(torch.allclose(o.detach(), r, atol=atol, rtol=rtol)):
-                        return False
-            return True
-
-        try:
-            # One untimed round first, so that every block the call and the comparison allocate is in
-            # the caching allocator: a cudaMalloc under the spin kernel would synchronise the device and
-            # finish the current stream's work early (measured on the H200: every probe came out
-            # "not blocked" when the allocator cache had just been emptied).
-            # The warm-up outputs are poisoned before they go back to the cache: the probed call gets
-            # the same blocks, and an output that is still unwritten must not already hold the answer.
-            with torch.no_grad():
-                out = self.watching_reference(lambda: self.new(*inputs), "side-stream probe")
-            matches(out)
-            self.sync()
-            poisoned = True
-            for o in self.flatten(out, "")[0]:
-                if isinstance(o, torch.Tensor) and o.is_floating_point():
-                    o.detach().fill_(float("nan"))
-                elif isinstance(o, torch.Tensor) and o.dtype != torch.bool and not o.is_complex():
-                    o.detach().fill_(torch.iinfo(o.dtype).max)
-                else:
-                    poisoned = False
-            del out
-            self.sync()
-            sleep(int(4e8))  # ~0.2 s at 2 GHz
-            with torch.no_grad():
-                out = self.watching_reference(lambda: self.new(*inputs), "side-stream probe")
-            time.sleep(0.05)  # work on a side stream (anything under 50 ms) finishes meanwhile
-            blocked_after_call = poisoned and not cur.query()
-            ready = blocked_after_call and matches(out)
-            blocked = not cur.query()
-        except Exception as e:
-            self.sync()
-            code, why = self.cuda_failure(e, "side-stream probe")
-            self.v.reject(code, why)
-            raise Rejected()
-        self.sync()
-        self.checks["side_stream_probe"] = {"output_ready_early": ready, "current_stream_blocked": blocked,
-                                            "blocked_after_call": blocked_after_call}
-        if not blocked_after_call:
-            # The call itself waited for the device (a synchronising API, an allocation), or an output
-            # could not be poisoned (bool, complex): the probe cannot tell where the work ran; the
-            # event/wall cross-check during timing still can.
-            self.v.flag("side_stream_probe_inconclusive")
-        elif ready and blocked:
-            self.v.reject("side_stream", "the output was complete while the current stream was still held up: the "
-                          "candidate's work ran on another stream that the current stream does not wait for")
-            raise Rejected()
-        self.check_state("side-stream probe")
-
-    # ------------------------------------------------------------------------------------------
-    # timing
-
-    def prepare_baselines(self, pool):
-        """Callables f(i) running a baseline on pool set i; unavailable ones are reported, not fatal."""
-        torch = self.torch
-        wanted = self.req.get("baselines") or ["eager"]
-        out, info = {}, {}
-        ref = self.ref
-        out["eager"] = lambda i: ref(*pool[i])
-        info["eager"] = "available"
-        for name in wanted:
-            if name == "eager":
-                continue
-            t0 = _perf()
-            try:
-                if name in ("compile", "compile_ro"):
-                    mode = "reduce-overhead" if name == "compile_ro" else None
-                    m = torch.compile(ref, mode=mode) if mode else torch.compile(ref)
-                    with torch.no_grad():
-                        for i in range(min(3, len(pool))):
-                            m(*pool[i])
-                    self.sync()
-                    out[name] = (lambda m: lambda i: m(*pool[i]))(m)
-                elif name == "graph":
-                    if not self.cuda:
-                        raise RuntimeError("CUDA graphs need a CUDA device")
-                    graphs = []
-                    side = torch.cuda.Stream()
-                    side.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(side), torch.no_grad():
-                        for _ in range(2):
-                            ref(*pool[0])
-                    torch.cuda.current_stream().wait_stream(side)
-                    mempool = None
-                    keep = []
-                    for i in range(len(pool)):
-                        g = torch.cuda.CUDAGraph()
-                        with torch.no_grad(), torch.cuda.graph(g, pool=mempool):
-                            keep.append(ref(*pool[i]))
-                        mempool = g.pool()
-                        graphs.append(g)
-                    self.sync()
-                    self._graph_outputs = keep
-                    out[name] = (lambda gs: lambda i: gs[i].replay())(graphs)
-                else:
-                    raise ValueError("unknown baseline '%s'" % name)
-                info[name] = "available (prepared in %.1f s)" % (_perf() - t0)
-            except Exception as e:
-                info[name] = "unavailable: %s" % _last_line(e)
-                self.v.flag("baseline_unavailable:" + name)
-                try:
-                    self.sync()
-                except Exception:
-                    pass
-        self.details["baselines"] = info
+            self.reject("task_error", "get_inputs() raised %s" % _last_line(e))
+        out = []
+        for x in raw:
+            if isinstance(x, torch.Tensor):
+                x = x.to(self.device)
+                if x.is_floating_point():
+                    if variant == "scale":
+                        x = x * math.exp(self.rng.uniform(math.log(0.25), math.log(4.0)))
+                    elif variant == "shift":
+                        spread = float(x.float().std()) if x.numel() > 1 else 1.0
+                        x = x + self.rng.uniform(-2.0, 2.0) * max(spread, abs(float(x.float().mean())), 0.5)
+                    if self.perturb and x.dtype == torch.float32:
+                        x = self.perturb_fp32(x)
+                    x = x.contiguous()
+            out.append(x)
         return out
 
-    def time_all(self):
-        torch, v = self.torch, self.v
-        self.send_phase("timing")
-        # Per-call time of the reference decides the pool size: a batch of distinct input sets
-        # long enough to dwarf the synchronisation, small enough to fit in memory.
-        probe = self.make_inputs(self.seed * 1000 + 99)
+    def perturb_fp32(self, x):
+        """Every nonzero element moved (by less than 2^-7 of itself, keeping the distribution) to a
+        value whose dropped bits lie below half a unit for fp16, TF32 and bf16 alike: converting it
+        to any of them loses magnitude, a systematic bias that does not average out over a sum (the
+        fp32 tolerance fails), while fp32 and fp64 arithmetic are unaffected. The low 16 bits are
+        (r2 << 13) | r13 with r2 in 0..3 and r13 in 0x0C00..0x0FFF, drawn per element: fp16 and TF32
+        (13 bits dropped) round down by 0.375..0.5 of a unit, bf16 (16 bits dropped) by 0.05..0.5."""
+        torch = self.torch
+        key = (tuple(x.shape), str(x.device))
+        low = self.low_bits.get(key)
+        if low is None:
+            # drawn once per input shape (knowing them tells nothing about an input's value)
+            r = torch.randint(0, 4096, x.shape, device=x.device, dtype=torch.int32)
+            low = self.low_bits[key] = ((r >> 10) << 13) | (r & 0x3FF) | 0x0C00
+        new = (x.contiguous().view(torch.int32) & -65536).bitwise_or_(low).view(torch.float32)
+        return torch.where(x == 0, x, new)  # zeros stay zero
+
+    def pick_variant(self):
+        return self.rng.choice(self.variants)
+
+    # ------------------------------------------------------------------------------------------
+    # references
+
+    def reference_fp64(self, inputs):
+        torch = self.torch
+        if self.ref64 is None:
+            return None
+        args = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else
+                (x.clone() if isinstance(x, torch.Tensor) else x) for x in inputs]
         with torch.no_grad():
-            self.ref(*probe)
+            return self.ref64(*args)
+
+    def flat(self, out):
+        if isinstance(out, (tuple, list)):
+            return list(out), "tuple"
+        return [out], "tensor"
+
+    def new_parameters(self):
+        """A fresh seed; the reference built from it; where the task allows, its floating parameters
+        permuted and jittered (so hard-coded initial weights cannot match); its fp64 copy."""
+        torch = self.torch
+        self.seed = secrets.randbits(62)
+        try:
+            init = list(self.task.get_init_inputs())
+            torch.manual_seed(self.seed)
+            ref = self.task.Model(*copy.deepcopy(init)).to(self.device)
+        except Exception as e:
+            self.reject("task_error", "building the reference Model raised %s" % _last_line(e))
+        if self.policy().get("randomize_parameters", True) and isinstance(ref, torch.nn.Module):
+            with torch.no_grad():
+                for p in ref.parameters():
+                    if p.is_floating_point() and p.numel() > 0:
+                        flat = p.detach().reshape(-1)
+                        perm = flat[torch.randperm(flat.numel(), device=flat.device)]
+                        jitter = 1 + 0.25 * (torch.rand_like(perm) * 2 - 1)
+                        new = perm * jitter
+                        if not bool((flat != 0).any()):
+                            new = 0.1 * (torch.rand_like(perm) * 2 - 1)
+                        p.copy_(new.view_as(p))
+        self.init_inputs = init
+        self.ref = ref
+        buf = io.BytesIO()
+        torch.save(init, buf)
+        self.init_bytes = buf.getvalue()
+        buf = io.BytesIO()
+        torch.save({k: v.detach().cpu() for k, v in ref.state_dict().items()} if isinstance(ref, torch.nn.Module)
+                   else {}, buf)
+        self.state_bytes = buf.getvalue()
+        self.ref64 = None
+        if self.req.get("fp64_reference", True):
+            try:
+                r = copy.deepcopy(ref).double() if isinstance(ref, torch.nn.Module) else None
+                if r is not None:
+                    self.ref64 = r
+                    self.reference_fp64(self.sample)
+            except Exception as e:
+                self.ref64 = None
+                self.details["fp64_reference"] = "unavailable: %s" % _last_line(e)
+
+    # ------------------------------------------------------------------------------------------
+    # setup
+
+    def layout(self):
+        """Input and output specs from a sample, the variants that keep the reference finite, the
+        pool size, and the arenas."""
+        torch = self.torch
+        decl = self.policy()
+        self.perturb = bool(decl.get("perturb_precision", True))
+        self.variants = ["plain"]
+        self.sample = self.draw("plain")
+        self.new_parameters()
+        with torch.no_grad():
+            try:
+                out = self.ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in self.sample])
+            except Exception as e:
+                self.reject("task_error", "the reference Model raised %s" % _last_line(e))
+        outs, self.out_kind = self.flat(out)
+        self.out_meta = []
+        for o in outs:
+            if isinstance(o, torch.Tensor):
+                self.out_meta.append({"kind": "tensor", "shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""),
+                                      "nbytes": o.numel() * o.element_size()})
+            else:
+                self.out_meta.append({"kind": "value"})
+        self.in_meta = []
+        for x in self.sample:
+            if isinstance(x, torch.Tensor):
+                self.in_meta.append({"kind": "tensor", "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", ""),
+                                     "nbytes": x.numel() * x.element_size()})
+            else:
+                self.in_meta.append({"kind": "value", "value": x})
+        # variants
+        wanted = decl.get("input_variants", ["scale", "shift"])
+        if wanted is True:
+            wanted = ["scale", "shift"]
+        if not wanted:
+            wanted = []
+        tried = {}
+        for kind in wanted:
+            ok = True
+            for _ in range(2):
+                try:
+                    x = self.draw(kind)
+                    r = self.reference_fp64(x) if self.ref64 is not None else None
+                    if r is None:
+                        with torch.no_grad():
+                            r = self.ref(*x)
+                    for t in self.flat(r)[0]:
+                        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                            ok = False
+                except Rejected:
+                    raise
+                except Exception:
+                    ok = False
+            tried[kind] = ok
+            if ok:
+                self.variants.append(kind)
+        self.checks["input_variants"] = self.variants
+        self.checks["precision_perturbation"] = self.perturb
+        # per-call time of the reference decides the pool size
+        with torch.no_grad():
+            self.ref(*self.sample)
             self.sync()
             t0 = _perf()
             for _ in range(3):
-                self.ref(*probe)
+                self.ref(*self.sample)
             self.sync()
         per_call = max((_perf() - t0) / 3, 1e-6)
-        in_bytes = sum(x.numel() * x.element_size() for x in probe if isinstance(x, torch.Tensor))
-        del probe
-        target = float(self.req.get("batch_s", 0.004))
-        max_pool = int(self.req.get("max_pool", 32 if self.cuda else 4))
-        pool_n = int(min(max(math.ceil(target / per_call), 2), max_pool))
+        in_bytes = sum(m["nbytes"] for m in self.in_meta if m["kind"] == "tensor")
+        out_bytes = sum(m["nbytes"] for m in self.out_meta if m["kind"] == "tensor")
+        target = float(self.req.get("batch_s", 0.01 if self.cuda else 0.02))
+        max_pool = int(self.req.get("max_pool", 32 if self.cuda else 2))
+        n = int(min(max(math.ceil(target / per_call), 2), max_pool))
         if self.cuda:
             free, _ = torch.cuda.mem_get_info()
-            pool_n = max(2, min(pool_n, int(0.25 * free // max(in_bytes * 3, 1))))
-        pool = [self.make_inputs(self.seed * 1000 + 500 + i) for i in range(pool_n)]
-        self.check_state("before the baselines")
-        before = guards.os_threads()
-        contenders = self.prepare_baselines(pool)
-        self.resnapshot()  # torch.compile and graph capture are the judge's own doing
-        # So are the OS threads they start (Inductor's compile workers, Triton): measured on the H200,
-        # every honest candidate was flagged os_threads_grew when the compile baselines ran. Threads
-        # the candidate started before this point are still counted.
-        self.os_threads.update({k: n for k, n in guards.os_threads().items() if k not in before})
-        new = self.new
-        contenders = dict(contenders)
-        contenders["candidate"] = lambda i: new(*pool[i])
-        # warm-up (baselines first: anything they start is the judge's; then the snapshot again)
-        with torch.no_grad():
-            for name, f in sorted(contenders.items(), key=lambda kv: kv[0] == "candidate"):
-                if name == "candidate":
-                    self.sync()
-                    self.resnapshot()
-                for i in range(min(2, pool_n)):
-                    try:
-                        if name == "candidate":
-                            self.watching_reference(lambda: f(i), "warm-up")
-                        else:
-                            f(i)
-                    except Exception as e:
-                        if name == "candidate":
-                            code, why = self.cuda_failure(e, "warm-up")
-                            v.reject(code, why)
-                            raise Rejected()
-                        self.details["baselines"][name] = "unavailable: warm-up raised %s" % _last_line(e)
-                        v.flag("baseline_unavailable:" + name)
-                        del contenders[name]
-                        break
-        self.sync()
-        self.check_state("warm-up")
-        names = sorted(contenders)
-        wall = {n: [] for n in names}
-        event = {n: [] for n in names}
-        for rnd in range(self.samples):
-            # fresh contents in the same tensors: a cache keyed on pointers returns stale outputs
-            fresh = [self.make_inputs(self.seed * 7000 + rnd * 97 + i) for i in range(pool_n)]
-            for dst, src in zip(pool, fresh):
-                for d, s in zip(dst, src):
-                    if isinstance(d, torch.Tensor):
-                        d.copy_(s)
-            del fresh
-            self.sync()
-            sums = [self.checksum(p) for p in pool]
-            order = names[:]
-            self.rng.shuffle(order)
-            kept = {}
-            for n in order:
-                f = contenders[n]
-                outs = []
-                keep = n in ("candidate", "eager")
-                self.sync()
-                if n == "candidate":
-                    self.resnapshot()
-                if self.cuda:
-                    e0 = self._Event(enable_timing=True)
-                    e1 = self._Event(enable_timing=True)
-                    e0.record()
-                t0 = _perf()
-                def batch():
-                    for i in range(pool_n):
-                        o = f(i)
-                        if keep:
-                            outs.append(o)
+            n = max(2, min(n, int(0.25 * free // max(3 * in_bytes + 5 * out_bytes, 1))))
+        self.slots = n
+        self.reference_per_call_s = per_call
 
-                try:
-                    with torch.no_grad():
-                        if n == "candidate":
-                            self.watching_reference(batch, "timed round %d" % (rnd + 1))
-                        else:
-                            batch()
-                    if self.cuda:
-                        e1.record()
-                    self.sync()
-                except Exception as e:
-                    if n == "candidate":
-                        code, why = self.cuda_failure(e, "timed run")
-                        v.reject(code, why)
-                        raise Rejected()
-                    raise
-                t1 = _perf()
-                wall[n].append((t1 - t0) / pool_n * 1e6)
-                if self.cuda:
-                    event[n].append(e0.elapsed_time(e1) * 1e3 / pool_n)
-                if keep:
-                    kept[n] = outs
-                if n == "candidate":
-                    self.check_state("timed run %d" % (rnd + 1))
-            if not self.ref_mutates and not all(self.same(p, c) for p, c in zip(pool, sums)):
-                v.reject("input_mutated", "timed round %d: inputs changed while timed" % (rnd + 1))
-                raise Rejected()
-            for i in range(pool_n):
-                self.compare(kept["candidate"][i], kept["eager"][i], pool[i],
-                             "timed round %d, call %d" % (rnd + 1, i + 1), code="timed_output_wrong")
-            del kept, sums
-        cand = wall["candidate"]
-        self.details["timing"] = {
-            "pool": pool_n, "rounds": self.samples, "batch_target_s": target,
-            "wall_us": {n: summarize(wall[n]) for n in names},
-        }
+    def make_arena(self):
+        torch = self.torch
+        offs_in = [[] for _ in self.in_meta]
+        offs_out = [[] for _ in self.out_meta]
+        pos = 0
+        for _ in range(self.slots):
+            for i, m in enumerate(self.in_meta):
+                if m["kind"] == "tensor":
+                    offs_in[i].append(pos)
+                    pos = _align(pos + m["nbytes"])
+            for i, m in enumerate(self.out_meta):
+                if m["kind"] == "tensor":
+                    offs_out[i].append(pos)
+                    pos = _align(pos + m["nbytes"])
+        nbytes = max(pos, 256)
+        a = {"in": [dict(m, offsets=o) for m, o in zip(self.in_meta, offs_in)],
+             "out": [dict(m, offsets=o) for m, o in zip(self.out_meta, offs_out)]}
         if self.cuda:
-            self.details["timing"]["event_us"] = {n: summarize(event[n]) for n in names}
-            # Event timing on the current stream misses work on other streams; the device-wide
-            # synchronisation does not. A candidate whose events see much less than the wall clock,
-            # where the reference's see most of it, ran its work elsewhere.
-            def ratio(n):
-                ws, es = sorted(wall[n]), sorted(event[n])
-                return es[len(es) // 2] / max(ws[len(ws) // 2], 1e-9)
-            rc, re_ = ratio("candidate"), ratio("eager")
-            self.details["timing"]["event_over_wall"] = {"candidate": rc, "eager": re_}
-            # Measured on the H200: honest candidates 0.97-1.00 of the reference's ratio; a matmul on
-            # an unsynchronised side stream 0.55.
-            if rc < 0.75 * re_ and rc < 0.8:
-                v.reject("side_stream", "events on the current stream saw %.0f%% of the candidate's wall time (the "
-                         "reference's saw %.0f%%): its work ran on another stream" % (100 * rc, 100 * re_))
-                raise Rejected()
-            if rc < 0.9 * re_:
-                v.flag("event_wall_gap")
-        for n in names:
-            if n == "candidate":
+            # an allocation of its own (a multiple of 2 MiB above the allocator's split limit), so the
+            # IPC handle opens nothing but the arena
+            size = max(_align(nbytes, 2 << 20), 24 << 20)
+            a["tensor"] = torch.empty(size, dtype=torch.uint8, device=self.device)
+            import torch.multiprocessing  # noqa: F401 - registers the CUDA IPC reductions
+            from multiprocessing.reduction import ForkingPickler
+            a["desc"] = {"kind": "cuda", "tensor": bytes(ForkingPickler.dumps(a["tensor"]))}
+        else:
+            d = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+            fd, path = tempfile.mkstemp(prefix="kforge-arena-", dir=d)
+            os.ftruncate(fd, nbytes)
+            os.close(fd)
+            a["path"] = path
+            a["tensor"] = torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
+            a["desc"] = {"kind": "file", "path": path, "nbytes": nbytes}
+        self.arenas.append(a)
+        return a
+
+    def view(self, arena, off, meta):
+        torch = self.torch
+        dt = getattr(torch, meta["dtype"])
+        return arena["tensor"][off:off + meta["nbytes"]].view(dt).view(meta["shape"])
+
+    def in_views(self, arena, slot):
+        return [self.view(arena, m["offsets"][slot], m) if m["kind"] == "tensor" else None for m in arena["in"]]
+
+    def out_views(self, arena, slot):
+        return [self.view(arena, m["offsets"][slot], m) if m["kind"] == "tensor" else None for m in arena["out"]]
+
+    def init_request(self, role, arena):
+        return {"op": "init", "role": role, "device": self.device, "arena": arena["desc"],
+                "inputs": [{k: v for k, v in m.items() if k != "nbytes"} for m in arena["in"]],
+                "outputs": [{k: v for k, v in m.items() if k != "nbytes"} for m in arena["out"]],
+                "out_kind": self.out_kind, "slots": self.slots, "init": self.init_bytes, "seed": self.seed,
+                "state": self.state_bytes}
+
+    def deadline(self):
+        return self.run_deadline
+
+    def ask(self, ex, obj, when, deadline=None, timeout_code="timeout"):
+        try:
+            return ex.request(obj, deadline or self.deadline(), when)
+        except TimeoutError:
+            ex.kill()
+            if timeout_code == "compile_timeout":
+                self.reject("compile_timeout", "importing (building) the candidate took more than %.0f s; the "
+                            "executor was killed" % self.load_timeout)
+            self.reject("timeout", "%s: no answer within the run time-out; the %s executor was killed" % (when, ex.role))
+
+    def executor_failure(self, ex, rep, when):
+        code, why = rep.get("code", "internal_error"), clean_text(str(rep.get("why", "")))
+        if rep.get("traceback"):
+            self.details.setdefault("traceback", clean_text(str(rep["traceback"]))[-3000:])
+        if ex.role == "baseline":
+            self.reject("task_error" if code in ("candidate_error", "internal_error") else code,
+                        "%s: the reference failed: %s" % (when, why))
+        self.reject(code, why)
+
+    def spawn(self):
+        """Both executors start at once (importing torch takes seconds); they get their work later."""
+        self.base = Executor(self, "baseline", {})
+        env = {}
+        if self.req.get("build_dir"):
+            os.makedirs(self.req["build_dir"], exist_ok=True)
+            env["TORCH_EXTENSIONS_DIR"] = self.req["build_dir"]
+        self.cand = Executor(self, "candidate", env)
+
+    def start_baseline(self):
+        a = self.make_arena()
+        self.base_arena = a
+        req = self.init_request("baseline", a)
+        req["task"] = os.path.abspath(self.req["task"])
+        req["baselines"] = [b for b in (self.req.get("baselines") or ["eager"]) if b != "eager"]
+        rep = self.ask(self.base, req, "preparing the baselines")
+        if not rep.get("ok"):
+            self.executor_failure(self.base, rep, "preparing the baselines")
+        info = rep.get("baselines", {"eager": "available"})
+        self.details["baselines"] = info
+        self.baselines = ["eager"] + [b for b in req["baselines"] if str(info.get(b, "")).startswith("available")]
+        for b in req["baselines"]:
+            if b not in self.baselines:
+                self.v.flag("baseline_unavailable:" + b)
+        self.base.stop()
+
+    def start_candidate(self):
+        a = self.make_arena()
+        self.cand_arena = a
+        self.send_phase("loading")
+        t0 = _perf()
+        req = self.init_request("candidate", a)
+        req["candidate"] = os.path.abspath(self.req["candidate"])
+        rep = self.ask(self.cand, req, "importing the candidate", deadline=time.monotonic() + self.load_timeout,
+                       timeout_code="compile_timeout")
+        self.details["load_s"] = round(_perf() - t0, 3)
+        self.send_phase("loaded")
+        self.details["executor"] = {"seccomp_denied": rep.get("seccomp", []), "pid_group": "own"}
+        if not rep.get("ok"):
+            self.executor_failure(self.cand, rep, "importing the candidate")
+        self.details["weights_copied"] = bool(rep.get("weights_loaded"))
+        self.executor_problems(rep)
+        self.cand.stop()
+        for a_ in self.arenas:
+            if "path" in a_:
+                try:
+                    os.unlink(a_["path"])  # both executors have it mapped
+                except OSError:
+                    pass
+
+    def executor_problems(self, rep):
+        probs = rep.get("problems") or []
+        if probs:
+            code, why = probs[0][0], probs[0][1]
+            self.details["executor_reports"] = [clean_text(str(p))[:300] for p in probs[:8]]
+            self.reject(str(code), str(why))
+
+    # ------------------------------------------------------------------------------------------
+    # the GPU and the processes between batches
+
+    def probe(self):
+        t0 = _perf()
+        self.probe_t.add_(1)
+        self._sync()
+        return _perf() - t0
+
+    def calibrate_probe(self):
+        if not self.cuda:
+            return
+        self.probe_t = self.torch.zeros(1, device=self.device)
+        for _ in range(5):
+            self.probe()
+        xs = sorted(self.probe() for _ in range(21))
+        self.probe_idle = xs[len(xs) // 2]
+        self.checks["idle_probe_us"] = round(self.probe_idle * 1e6, 1)
+
+    def ensure_idle(self, when):
+        """The GPU must be idle before anything is timed (the candidate is stopped by then): a probe
+        kernel from this clean context must run at its normal latency. Work the candidate left
+        behind is waited for; a GPU that stays busy for 3 s rejects."""
+        if not self.cuda:
+            return
+        limit = self.probe_idle * 4 + 200e-6
+        t_end = _perf() + 3.0
+        waited = 0
+        while True:
+            p = self.probe()
+            if p <= limit:
+                if waited:
+                    self.checks["busy_waits"] = self.checks.get("busy_waits", 0) + waited
+                return
+            if _perf() > t_end:
+                self.reject("gpu_not_idle", "%s: the GPU stayed busy for 3 s while the candidate's processes were "
+                            "stopped (a probe kernel took %.1f ms, %.0f us when idle): work left running on the "
+                            "device" % (when, p * 1e3, self.probe_idle * 1e6))
+            waited += 1
+            time.sleep(0.01)
+
+    def check_processes(self, when):
+        """Every process below the judge must belong to an executor's process group; one that left it
+        (a new session or group, a double fork) is killed and rejects."""
+        procs = sandbox.all_processes()
+        mine = sandbox.descendants(os.getpid(), procs)
+        groups = {ex.pgid for ex in (self.cand, self.base) if ex is not None}
+        execs = {ex.proc.pid for ex in (self.cand, self.base) if ex is not None}
+        # outside every executor's group, or orphaned (re-parented to the judge, a subreaper)
+        stray = {pid: st for pid, st in mine.items()
+                 if st[1] not in groups or (st[0] == os.getpid() and pid not in execs)}
+        if stray:
+            sandbox.signal_all(stray, signal.SIGKILL)
+            self.details["stray_processes"] = sorted(stray)[:20]
+            self.reject("child_process", "%s: %d process(es) below the executor left its process group (a new "
+                        "session or a double fork) and were killed" % (when, len(stray)))
+        return mine
+
+    # ------------------------------------------------------------------------------------------
+    # batches and rounds
+
+    def batch(self, name, profile=False):
+        """One timed batch over all slots; returns (seconds, the outputs copied into judge memory, reply)."""
+        torch = self.torch
+        ex = self.cand if name == "candidate" else self.base
+        arena = self.cand_arena if name == "candidate" else self.base_arena
+        other = self.base if name == "candidate" else self.cand
+        other.stop()
+        self.ensure_idle("before %s" % name)
+        req = {"op": "run", "target": name, "calls": list(range(self.slots))}
+        if profile:
+            req["profile"] = True
+        ex.cont()
+        t0 = _perf()
+        rep = self.ask(ex, req, "a batch of %s" % name)
+        ex.stop()
+        copies = [[o.clone() if o is not None else None for o in self.out_views(arena, s)] for s in range(self.slots)]
+        self.sync()
+        t1 = _perf()
+        if not rep.get("ok"):
+            if name not in ("candidate", "eager"):
+                self.details["baselines"][name] = "unavailable: %s" % clean_text(str(rep.get("why")))[:300]
+                self.v.flag("baseline_unavailable:" + name)
+                self.baselines.remove(name)
+                return None, None, rep
+            self.executor_failure(ex, rep, "a batch of %s" % name)
+        if name == "candidate":
+            self.executor_problems(rep)
+        return t1 - t0, copies, rep
+
+    def poison(self, arena):
+        torch = self.torch
+        for s in range(self.slots):
+            for o in self.out_views(arena, s):
+                if o is None:
+                    continue
+                if o.is_floating_point() or o.is_complex():
+                    o.fill_(float("nan"))
+                else:
+                    o.view(torch.uint8).fill_(0xA5)
+
+    def fill(self, arena, sets):
+        for s, xs in enumerate(sets):
+            for dst, x in zip(self.in_views(arena, s), xs):
+                if dst is not None:
+                    dst.copy_(x)
+
+    def same_bits(self, a, b):
+        torch = self.torch
+        return torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
+
+    def compare(self, slot, got, eager, values, ref_values, r64, when, code):
+        """One call's outputs against the fp64 reference (eager's own error added to the tolerance)."""
+        torch = self.torch
+        r64_list = self.flat(r64)[0] if r64 is not None else [None] * len(eager)
+        worst = None
+        for i, (meta, o, e, r) in enumerate(zip(self.out_meta, got, eager, r64_list)):
+            if meta["kind"] != "tensor":
+                gv = (values or {}).get(str(slot), [None] * len(eager))[i]
+                ev = (ref_values or {}).get(str(slot), [None] * len(eager))[i]
+                if gv != ev:
+                    self.reject(code, "%s: output %d is %r, expected %r" % (when, i, gv, ev))
                 continue
-            ratios = [b / c for b, c in zip(wall[n], cand) if c > 0]
-            v.d["speedup"][n] = summarize(ratios)
-            v.d["candidate_us"][n] = summarize(cand)
-            v.d["baseline_us"][n] = summarize(wall[n])
-        s = v.d["speedup"].get("eager", {}).get("median", 1.0)
-        if s > 200:
-            v.flag("implausible_speedup")
-        if summarize(cand)["p90"] > 1.5 * summarize(cand)["p10"]:
-            v.flag("noisy_timing")
+            if o.numel() == 0:
+                continue
+            if not (o.is_floating_point() or o.is_complex()):
+                if o.dtype == torch.bool:
+                    bad = o.view(torch.uint8) != e.view(torch.uint8)
+                else:
+                    bad = o != e
+                if r is not None and not r.is_floating_point() and r.dtype != torch.bool:
+                    bad &= o != r.to(o.dtype)
+                nbad = int(bad.sum().item())
+                if nbad:
+                    self.reject(code, "%s: output %d differs in %d of %d elements (exact dtype)" % (when, i, nbad, o.numel()))
+                continue
+            # fp64 outputs are compared in fp64, the others in fp32 (the tolerance is far above the
+            # rounding of the fp64 reference to fp32). NaN never passes: not (err <= allowed).
+            work = torch.float64 if o.dtype == torch.float64 else torch.float32
+            atol, rtol = self.tolerance(o.dtype)
+            rd = r.to(work) if (r is not None and tuple(r.shape) == tuple(e.shape)) else None
+            ew = e.to(work, copy=True)
+            err = o.to(work, copy=True)
+            if rd is None:
+                rd = ew
+                allowed = rd.abs().mul_(rtol).add_(atol)
+                emax = 0.0
+            else:
+                d = ew.sub_(rd).abs_()
+                emax = float(d.max().item())
+                allowed = rd.abs().mul_(rtol).add_(d).add_(atol)
+            err.sub_(rd).abs_()
+            bad = ~(err <= allowed)
+            nbad = int(bad.sum().item())
+            if nbad:
+                if not bool(torch.isfinite(rd).all().item()) or not bool(torch.isfinite(e).all().item()):
+                    self.reject("task_error", "%s: the reference's output %d holds NaN or Inf" % (when, i))
+                nonfinite = int((~torch.isfinite(o)).sum().item())
+                if nonfinite:
+                    self.reject(code, "%s: output %d holds %d NaN/Inf element(s) of %d (NaN never passes; unwritten "
+                                "elements read NaN)" % (when, i, nonfinite, o.numel()))
+                idx = int((err - allowed).argmax().item())
+                self.reject(code, "%s: output %d: %d of %d elements outside atol %g / rtol %g of the fp64 reference "
+                            "(max abs error %.3g; at flat index %d got %.8g, expected %.8g)" %
+                            (when, i, nbad, o.numel(), atol, rtol, float(err.max().item()), idx,
+                             o.reshape(-1)[idx].item(), rd.reshape(-1)[idx].item()))
+            max_abs = float(err.max().item())
+            if worst is None or max_abs > worst.get("max_abs_err", 0):
+                worst = {"max_abs_err": max_abs, "atol": atol, "rtol": rtol, "eager_max_abs_err": emax}
+        return worst
+
+    def reparameterize(self):
+        self.new_parameters()
+        for ex in (self.base, self.cand):
+            ex.cont()
+            rep = self.ask(ex, {"op": "reinit", "init": self.init_bytes, "seed": self.seed, "state": self.state_bytes},
+                           "new parameters")
+            ex.stop()
+            if not rep.get("ok"):
+                self.executor_failure(ex, rep, "building the models with new parameters")
+            if ex is self.cand:
+                self.executor_problems(rep)
+
+    def run_round(self, rnd, timed, profile=False):
+        torch = self.torch
+        sets = [self.draw(self.pick_variant()) for _ in range(self.slots)]
+        self.fill(self.cand_arena, sets)
+        self.fill(self.base_arena, sets)
+        self.poison(self.cand_arena)
+        self.poison(self.base_arena)
+        self.sync()
+        order = ["candidate"] + list(self.baselines)
+        self.rng.shuffle(order)
+        times, outs, reps = {}, {}, {}
+        for name in order:
+            if name not in self.baselines and name != "candidate":
+                continue
+            t, copies, rep = self.batch(name, profile=profile and name == "candidate")
+            if t is None:
+                continue
+            times[name] = t / self.slots
+            if name in ("candidate", "eager"):
+                outs[name] = copies
+                reps[name] = rep
+            del copies
+            self.check_processes("after a batch of %s" % name)
+        when = "timed round %d" % (rnd + 1 - self.trials) if timed else "verification round %d" % (rnd + 1)
+        code = "timed_output_wrong" if timed else "wrong_result"
+        # the reference mutates its inputs: the candidate may too (the same check is meaningless)
+        if not self.ref_mutates:
+            for s in range(self.slots):
+                for x, v in zip(sets[s], self.in_views(self.base_arena, s)):
+                    if v is not None and not self.same_bits(x, v):
+                        self.ref_mutates = True
+                        self.v.flag("reference_mutates_inputs")
+        if not self.ref_mutates:
+            for s in range(self.slots):
+                for x, v in zip(sets[s], self.in_views(self.cand_arena, s)):
+                    if v is not None and not self.same_bits(x, v):
+                        self.reject("input_mutated", "%s, call %d: the candidate changed its inputs" % (when, s + 1))
+        for s in range(self.slots):
+            r64 = self.reference_fp64(sets[s])
+            w = self.compare(s, outs["candidate"][s], outs["eager"][s], reps["candidate"].get("values"),
+                             reps["eager"].get("values"), r64, "%s, call %d" % (when, s + 1), code)
+            if w and w["max_abs_err"] >= self.worst.get("max_abs_err", -1):
+                self.worst = w
+            del r64
+        if profile:
+            self.check_kernels(reps["candidate"].get("kernels"))
+        del outs, sets
+        return times
+
+    def check_kernels(self, kernels):
+        """--require-cuda-kernel: kernels defined in the candidate's own source must have run in the
+        profiled batch and taken at least half of its device time (copies left out): a kernel that
+        is compiled but never launched, or launched on a token problem, does not count."""
+        import re
+        with open(self.req["candidate"], "rb") as f:
+            src = f.read().decode("utf-8", "replace")
+        names = set(re.findall(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*]*?\b(\w+)\s*\(", src))
+        rows = []
+        for k in kernels or []:
+            try:
+                rows.append((clean_text(str(k[0])), float(k[1])))
+            except (TypeError, ValueError, IndexError):
+                pass
+        def is_copy(n):
+            low = n.lower()
+            return "memcpy" in low or "memset" in low
+        mine = sum(t for n, t in rows if any(re.search(r"\b%s\b" % re.escape(x), n) for x in names))
+        total = sum(t for n, t in rows if not is_copy(n))
+        self.checks["kernels_seen"] = [[n[:120], t] for n, t in rows[:12]]
+        self.checks["candidate_kernels"] = sorted(names)[:20]
+        self.checks["candidate_kernel_share"] = round(mine / total, 3) if total > 0 else 0.0
+        if mine <= 0:
+            self.reject("no_kernel_launched", "--require-cuda-kernel: none of the candidate's own kernels (%s) ran in "
+                        "a profiled batch (the profiler saw %d other kernel(s))" %
+                        (", ".join(sorted(names)[:5]) or "none defined", len(rows)))
+        if mine < 0.5 * total:
+            self.reject("no_kernel_launched", "--require-cuda-kernel: the candidate's own kernels took %.0f%% of the "
+                        "device time of a profiled batch (at least half is required); the rest: %s" %
+                        (100 * mine / total, ", ".join(n[:60] for n, _ in rows[:3])))
+
+    def measure_channel(self):
+        """The channel's round trip (an empty request), the same for both executors."""
+        out = {}
+        for ex in (self.base, self.cand):
+            xs = []
+            for _ in range(11):
+                ex.cont()
+                t0 = _perf()
+                self.ask(ex, {"op": "ping"}, "a ping")
+                ex.stop()
+                xs.append(_perf() - t0)
+            out[ex.role] = round(sorted(xs)[len(xs) // 2] * 1e6, 1)
+        self.details["channel_round_trip_us"] = out
+
+    # ------------------------------------------------------------------------------------------
 
     def run(self):
         torch = self.torch
+        self.details["judge_hardening"] = sandbox.harden_judge()
         guards.set_full_precision(torch)
         self.load_task()
         if self.cuda:
             if not torch.cuda.is_available():
-                self.v.reject("no_gpu", "torch %s sees no CUDA device" % torch.__version__)
-                raise Rejected()
+                self.reject("no_gpu", "torch %s sees no CUDA device" % torch.__version__)
             torch.cuda.init()
-            self.default_stream = torch.cuda.current_stream()
-        # warm the runtime's own threads (CPU pool, CUDA helpers) before counting threads
-        torch.ones(1 << 16).sum()
-        if self.cuda:
-            torch.ones(16, device=self.device).sum().item()
-        self.extra_ids = {"task.Model": self.task.Model, "task.Model.forward": getattr(self.task.Model, "forward", None),
-                          "task.get_inputs": self.task.get_inputs, "task.get_init_inputs": self.task.get_init_inputs}
-        self.ids = guards.identity_snapshot(torch, self.extra_ids)
-        self.prec = guards.precision_state(torch)
-        self.glob = guards.global_state(torch)
-        self.py_threads = guards.python_threads()
-        self.os_threads = guards.os_threads()
-        # Every Python thread started from now on reports itself once, even if it ends at once.
-        def on_thread_start(*_):
-            self.started_threads.append(threading.current_thread().name)
-            sys.setprofile(None)
-        threading.setprofile(on_thread_start)
-        self.threads_seen = 0
-        if self.cuda:
-            self.probe_stream = torch.cuda.Stream()  # the judge's own, made before the candidate runs
-        self.ids = guards.identity_snapshot(torch, self.extra_ids)
-        self.load_candidate()
-        self.build_models()
-        self.verify()
-        if not self.req.get("skip_timing"):
-            self.time_all()
-        self.check_state("the end")
-        grown = {k: n for k, n in guards.os_threads().items() if k not in self.os_threads}
-        if grown:
-            self.details["os_threads_started"] = sorted(grown.values())
-            self.v.flag("os_threads_grew")
+        self.calibrate_probe()
+        try:
+            self.spawn()
+            self.layout()
+            self.ref_mutates = False
+            self.worst = {}
+            self.start_baseline()
+            self.start_candidate()
+            self.check_processes("after importing the candidate")
+            self.measure_channel()
+            require_kernel = bool(self.req.get("require_cuda_kernel") or self.policy().get("require_cuda_kernel"))
+            profile_round = self.rng.randrange(self.trials) if (require_kernel and self.cuda) else -1
+            if require_kernel and not self.cuda:
+                self.checks["kernel_ran"] = "not checked on the CPU"
+            rounds = self.trials + (0 if self.req.get("skip_timing") else self.samples)
+            times = {}
+            for rnd in range(rounds):
+                timed = rnd >= self.trials
+                if rnd == self.trials:
+                    self.send_phase("timing")
+                if rnd == 1:
+                    self.reparameterize()
+                t = self.run_round(rnd, timed, profile=rnd == profile_round)
+                if timed:
+                    for k, x in t.items():
+                        times.setdefault(k, []).append(x)
+            self.checks["verification_rounds"] = self.trials
+            self.checks["calls_checked"] = rounds * self.slots
+            self.checks["tolerance"] = self.worst
+            if times:
+                self.speedups(times)
+        finally:
+            self.shutdown()
         self.v.d["correct"] = not self.v.d["reasons"]
         if self.v.d["correct"]:
             self.v.d["message"] = "accepted"
+
+    def speedups(self, times):
+        v = self.v
+        cand = times["candidate"]
+        self.details["timing"] = {"pool": self.slots, "rounds": len(cand), "clock": "judge wall time per batch "
+                                  "(request to outputs copied back), per call",
+                                  "wall_us": {n: summarize([x * 1e6 for x in xs]) for n, xs in times.items()}}
+        for n, xs in times.items():
+            if n == "candidate":
+                continue
+            ratios = [b / c for b, c in zip(xs, cand) if c > 0]
+            v.d["speedup"][n] = summarize(ratios)
+            v.d["candidate_us"][n] = summarize([x * 1e6 for x in cand])
+            v.d["baseline_us"][n] = summarize([x * 1e6 for x in xs])
+        s = v.d["speedup"].get("eager", {}).get("median", 1.0)
+        if s > 200:
+            v.flag("implausible_speedup")
+        c = summarize(cand)
+        if c["p90"] > 1.5 * c["p10"]:
+            v.flag("noisy_timing")
+
+    def shutdown(self):
+        """Kills both executors (their whole process groups), then every process still below the
+        judge: one that survived its group's kill had left it (orphan_process)."""
+        for ex in (self.cand, self.base):
+            if ex is not None:
+                out, size = ex.output()
+                if size and ex.role == "candidate":
+                    self.details["output"] = clean_text(out)
+                    self.details["output_bytes"] = size
+                elif size and ex.role == "baseline" and self.v.d["reasons"]:
+                    self.details["baseline_output"] = clean_text(out)[:1000]
+                ex.kill()
+        time.sleep(0.05)
+        left = sandbox.descendants(os.getpid())
+        if left:
+            sandbox.signal_all(left, signal.SIGKILL)
+            self.details["stray_processes"] = sorted(left)[:20]
+            if not self.v.d["reasons"]:
+                self.v.reject("child_process", "%d process(es) outlived the executor's process group and were "
+                              "killed" % len(left))
+        for a in self.arenas:
+            if "path" in a:
+                try:
+                    os.unlink(a["path"])
+                except OSError:
+                    pass

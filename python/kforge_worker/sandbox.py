@@ -1,0 +1,149 @@
+"""Process hardening for the judge and the executor (Linux; every step is best effort and says
+whether it took effect).
+
+- The judge makes itself non-dumpable (PR_SET_DUMPABLE 0): a process of the same user can then
+  neither read nor write its memory (/proc/PID/mem, process_vm_*) nor open its file descriptors
+  through /proc/PID/fd (the reply pipe to kforge). It is a child subreaper, so a grandchild that
+  double-forks away from the executor is re-parented to the judge, where `descendants()` finds it.
+- The executor asks to be killed when the judge dies (PR_SET_PDEATHSIG) and installs a seccomp
+  filter before it imports candidate code: ptrace, process_vm_readv/writev, setsid and setpgid fail
+  with EPERM (no tracing another process, no process group or session of its own for a child).
+"""
+
+import ctypes
+import os
+import platform
+import signal
+import struct
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
+SECCOMP_MODE_FILTER = 2
+
+_libc = None
+
+
+def _prctl(*args):
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        args = list(args) + [0] * (5 - len(args))
+        return _libc.prctl(*[ctypes.c_ulong(a) if isinstance(a, int) else a for a in args]) == 0
+    except Exception:
+        return False
+
+
+def harden_judge():
+    return {"non_dumpable": _prctl(PR_SET_DUMPABLE, 0), "subreaper": _prctl(PR_SET_CHILD_SUBREAPER, 1)}
+
+
+def die_with_parent():
+    return _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+
+# syscall numbers of what the executor may not do, per architecture (audit arch, numbers)
+_DENY = {
+    "x86_64": (0xC000003E, {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "setsid": 112,
+                            "setpgid": 109}),
+    "aarch64": (0xC00000B7, {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "setsid": 157,
+                             "setpgid": 154}),
+}
+
+
+def install_seccomp():
+    """A classic BPF filter: calls in _DENY return EPERM, everything else is allowed. Returns the
+    names denied, or [] when the filter could not be installed."""
+    arch = _DENY.get(platform.machine())
+    if arch is None:
+        return []
+    audit, calls = arch
+    names = sorted(calls)
+    ld_abs, jeq, ret = 0x20, 0x15, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    n = len(names)
+    prog = [(ld_abs, 0, 0, 4),                  # arch
+            (jeq, 0, n + 1, audit),             # another arch: allow
+            (ld_abs, 0, 0, 0)]                  # nr
+    for i, name in enumerate(names):
+        prog.append((jeq, n - i, 0, calls[name]))  # match: jump to deny
+    prog.append((ret, 0, 0, allow))
+    prog.append((ret, 0, 0, deny))
+    raw = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fp = Fprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    if not _prctl(PR_SET_NO_NEW_PRIVS, 1):
+        return []
+    try:
+        ok = _libc.prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fp),
+                         ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+    except Exception:
+        ok = False
+    return names if ok else []
+
+
+# ------------------------------------------------------------------------------------------------
+# process trees
+
+def _stat(pid):
+    """(ppid, pgid, state) of a process, None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            s = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    rest = s[s.rfind(")") + 2:].split()
+    try:
+        return int(rest[1]), int(rest[2]), rest[0]
+    except (IndexError, ValueError):
+        return None
+
+
+def all_processes():
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None:
+                out[int(name)] = st
+    return out
+
+
+def descendants(root, procs=None):
+    """pid -> (ppid, pgid, state) of every living process below `root` (zombies left out)."""
+    procs = procs if procs is not None else all_processes()
+    children = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = {}, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        if procs[pid][2] != "Z":
+            out[pid] = procs[pid]
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def signal_group(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except OSError:
+        return False
