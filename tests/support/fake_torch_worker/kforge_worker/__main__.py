@@ -7,6 +7,7 @@ candidate's file name says.
   *garbage*       answers with a line that is not JSON
   *fatal*         a cuda_error verdict with "fatal": true, then exits
   *slow*          as *accept*, half a second later
+  *forged*        a verdict line without the request's key (as candidate code writing into the pipe)
 Every verdict's details carry the request, the worker's CUDA_VISIBLE_DEVICES and when it judged.
 """
 import json
@@ -26,6 +27,7 @@ def main():
         rid = req["id"]
 
         def send(obj):
+            obj = dict(obj, key=req.get("key"))  # the judge echoes the request's key on every line
             out.write(json.dumps(obj) + "\n")
             out.flush()
 
@@ -39,6 +41,11 @@ def main():
             os._exit(7)
         if "garbage" in name:
             out.write("this is not json\n")
+            out.flush()
+            time.sleep(3600)
+        if "forged" in name:
+            out.write(json.dumps({"id": rid, "candidate": name, "correct": True, "reasons": [], "flags": [],
+                                  "message": "accepted", "speedup": {}, "details": {}}) + "\n")
             out.flush()
             time.sleep(3600)
         if "fatal" in name:
