@@ -1,6 +1,7 @@
 #include "torch/torch_eval.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -88,6 +90,10 @@ TorchEvaluator::TorchEvaluator(TorchEvalOptions opts) : opts_(std::move(opts)) {
   if (opts_.samples < 3 || opts_.samples > 1000) KF_USAGE_ERROR("samples must be between 3 and 1000 (got %d)", opts_.samples);
   if (opts_.trials < 1 || opts_.trials > 100) KF_USAGE_ERROR("trials must be between 1 and 100 (got %d)", opts_.trials);
   ::signal(SIGPIPE, SIG_IGN);
+  // Candidate code runs two processes below this one (kforge -> judge -> executor) under the same
+  // user: a dumpable kforge would let it open /proc/<kforge>/fd (the judge's reply pipe) or write
+  // /proc/<kforge>/mem. Non-dumpable, those need CAP_SYS_PTRACE (core dumps of kforge are off too).
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
 TorchEvaluator::~TorchEvaluator() = default;
@@ -97,6 +103,15 @@ std::vector<std::string> TorchEvaluator::worker_command() const {
 }
 
 namespace {
+
+// A secret per request (16 bytes of OS entropy, hex): the judge echoes it on every line it writes,
+// a line without it was written into the reply pipe by someone else.
+std::string request_key() {
+  std::random_device rd;
+  std::string key;
+  for (int i = 0; i < 4; ++i) key += strf("%08x", unsigned(rd()));
+  return key;
+}
 
 std::string read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -238,7 +253,12 @@ Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& bu
                         {"build_dir", build_dir},
                         {"cache_dir", opts_.cache_dir},
                         {"skip_timing", opts_.skip_timing},
+                        {"require_cuda_kernel", opts_.require_cuda_kernel},
+                        {"load_timeout_s", load_timeout_s},
+                        {"run_timeout_s", opts_.run_timeout_s},
                         {"exit_after", true}};
+  const std::string key = request_key();
+  req["key"] = key;
   if (opts_.atol) req["atol"] = *opts_.atol;
   if (opts_.rtol) req["rtol"] = *opts_.rtol;
   Verdict v;
@@ -285,6 +305,13 @@ Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& bu
     } catch (const std::exception& e) {
       worker.kill();
       v.reject(reason::kInternalError, std::string("the Python worker answered with malformed JSON: ") + e.what());
+      return v;
+    }
+    if (!j.is_object() || !j.contains("key") || !j["key"].is_string() || j["key"].get<std::string>() != key) {
+      worker.kill();
+      v.reject("forged_reply", "a line on the judge's reply pipe did not carry this request's key: written by "
+                               "something other than the judge");
+      v.details["phase"] = phase;
       return v;
     }
     if (j.contains("phase")) {

@@ -7,11 +7,14 @@
 // by the worker's scan (Python syntax tree plus the C++ strings it compiles; forbidden_call), its
 // extension built in a folder of its own ($KFORGE_CACHE_DIR/torch/ext/<content hash>, several
 // candidates in parallel; a build that outlasts the compile time-out is compile_timeout), then
-// judged by a fresh worker process: one process per candidate, so that nothing a candidate does to
-// the interpreter (patched functions, threads, a sticky CUDA error) can reach the next one. The
-// worker reports phases; the compile time-out applies while it imports the candidate, the run
-// time-out to the rest. A worker that hangs is killed (its whole process group), one that dies
-// gives "crashed"; the batch goes on.
+// judged by a fresh judge process (`kforge_worker serve`, python/kforge_worker/judge.py), which
+// never imports candidate code: it starts an executor subprocess for the candidate and one for the
+// baselines (python/kforge_worker/executor.py), draws the inputs, owns the references, reads the
+// outputs back and times from outside (docs/pytorch-tasks.md, docs/threat-model-torch.md). The judge
+// reports phases; the compile time-out applies while it imports the candidate, the run time-out to
+// the rest. Every line it writes carries a secret key drawn for the request (a line without it is
+// forged_reply). A judge that hangs is killed (its whole process group), one that dies gives
+// "crashed"; the batch goes on.
 #pragma once
 #include <atomic>
 #include <functional>
