@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -72,14 +73,15 @@ class CompileTest : public ::testing::Test {
     CompileOptions o;
     o.cache_dir = cache_;
     o.include_dirs = {std::string(KFORGE_SOURCE_DIR) + "/include"};
+    o.cutlass = "";  // the same command line whether or not the machine has CUTLASS
     return o;
   }
-  // A key without a real compile: nvcc is started and killed almost at once.
+  // A key without a real compile (only the dependency scan, nvcc -M).
   std::string key_only(CompileOptions o, const std::string& source) const {
-    o.timeout_s = 0.001;
-    CompileResult r = CompileService(o).compile(source, "k.cu");
-    EXPECT_EQ(r.failure, "compile_timeout") << r.log;
-    return r.key;
+    std::string log;
+    const std::string key = CompileService(o).cache_key(source, &log);
+    EXPECT_EQ(key.size(), 64u) << log;
+    return key;
   }
   // Names in the cache folder ending with `suffix`, or starting with "tmp-" for suffix "tmp-".
   std::vector<std::string> cache_entries(const std::string& pattern) const {
@@ -109,9 +111,10 @@ TEST_F(CompileTest, CommandLine) {
   CompileService svc(o);
   std::vector<std::string> expected = {"/nonexistent/nvcc", "-O3", "-std=c++17", "--shared", "-Xcompiler",
                                        "-fPIC", "-cudart", "shared", "-lineinfo", "-gencode",
-                                       "arch=compute_90a,code=sm_90a",
+                                       "arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr",
                                        "-I" + std::string(KFORGE_SOURCE_DIR) + "/include", "-DX=1",
-                                       "--use_fast_math", "-o", "out.so", "in.cu"};
+                                       "--use_fast_math", "-Xlinker", "-z,now", "-Xlinker", "-z,relro",
+                                       "-o", "out.so", "in.cu"};
   EXPECT_EQ(svc.command_for("in.cu", "out.so"), expected);
   EXPECT_TRUE(fs::is_directory(cache_));  // the constructor created the cache folder
 
@@ -203,7 +206,7 @@ TEST_F(CompileTest, TimeoutLeavesNothingInTheCache) {
   EXPECT_EQ(r.failure, "compile_timeout");
   EXPECT_LT(r.seconds, 5.0);
   EXPECT_TRUE(r.so_path.empty());
-  EXPECT_FALSE(fs::exists(cache_ + "/" + r.key + ".so"));
+  if (!r.key.empty()) EXPECT_FALSE(fs::exists(cache_ + "/" + r.key + ".so"));
   EXPECT_TRUE(cache_entries(".so").empty());
   EXPECT_TRUE(cache_entries("tmp-").empty());
 }
@@ -281,6 +284,204 @@ TEST_F(CompileTest, CompileAllClampsJobs) {
       EXPECT_EQ(results[i].failure, i % 2 ? "source_too_large" : "not_text") << "jobs " << jobs << " #" << i;
   }
   EXPECT_TRUE(svc.compile_all({}, 4).empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every input of a compile is in the key (issue 13): included headers, the environment, flags.
+
+// Sets an environment variable for the scope of a test, then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    had_ = std::getenv(name) != nullptr;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+const char* const kIncludesHeader = R"(
+#include "kforge/abi/hgemm.h"
+#include "kf_test_value.h"
+extern "C" int kforge_hgemm(const kforge_hgemm_args* args, cudaStream_t stream) {
+  (void)args; (void)stream;
+  return KF_TEST_VALUE;
+}
+)";
+
+TEST_F(CompileTest, ChangedIncludedHeaderIsRecompiled) {
+  SKIP_WITHOUT_NVCC();
+  fs::create_directories(root_ + "/inc");
+  CompileOptions o = options();
+  o.include_dirs.push_back(root_ + "/inc");
+  write("inc/kf_test_value.h", "#define KF_TEST_VALUE 0\n");
+  CompileService svc(o);
+  const CompileResult first = svc.compile(kIncludesHeader, "inc.cu");
+  ASSERT_TRUE(first.ok) << first.failure << "\n" << first.log;
+  EXPECT_FALSE(first.cache_hit);
+  const CompileResult same = svc.compile(kIncludesHeader, "inc.cu");
+  EXPECT_TRUE(same.cache_hit) << "same inputs must hit the cache";
+  EXPECT_EQ(same.key, first.key);
+
+  write("inc/kf_test_value.h", "#define KF_TEST_VALUE 1\n");  // same source, another header
+  const CompileResult changed = svc.compile(kIncludesHeader, "inc.cu");
+  ASSERT_TRUE(changed.ok) << changed.failure << "\n" << changed.log;
+  EXPECT_FALSE(changed.cache_hit) << "a changed header must never serve the stale object";
+  EXPECT_NE(changed.key, first.key);
+  EXPECT_NE(changed.so_path, first.so_path);
+  EXPECT_EQ(cache_entries(".so").size(), 2u);
+
+  // A header that disappears: nvcc cannot list the includes, so nothing is served from the cache.
+  fs::remove(root_ + "/inc/kf_test_value.h");
+  const CompileResult gone = svc.compile(kIncludesHeader, "inc.cu");
+  EXPECT_FALSE(gone.ok);
+  EXPECT_EQ(gone.failure, "compile_error");
+  EXPECT_TRUE(gone.key.empty());
+  EXPECT_NE(gone.log.find("kf_test_value.h"), std::string::npos) << gone.log;
+}
+
+TEST_F(CompileTest, KeyCoversThePreIncludedAbiHeader) {
+  SKIP_WITHOUT_NVCC();
+  // kforge's own ABI header, pre-included as the evaluator does, from a copy that can change.
+  fs::create_directories(root_ + "/abi/kforge/abi");
+  fs::copy_file(std::string(KFORGE_SOURCE_DIR) + "/include/kforge/abi/hgemm.h", root_ + "/abi/kforge/abi/hgemm.h");
+  CompileOptions o = options();
+  o.include_dirs = {root_ + "/abi"};
+  o.extra_flags = {"-include", "kforge/abi/hgemm.h"};
+  const std::string no_include = "extern \"C\" int kforge_hgemm(const kforge_hgemm_args*, cudaStream_t) { return 0; }\n";
+  const std::string before = key_only(o, no_include);
+  EXPECT_EQ(key_only(o, no_include), before);
+  std::ofstream(root_ + "/abi/kforge/abi/hgemm.h", std::ios::app) << "\n// changed\n";
+  EXPECT_NE(key_only(o, no_include), before);
+}
+
+TEST_F(CompileTest, NvccEnvironmentIsInTheKey) {
+  SKIP_WITHOUT_NVCC();
+  ScopedEnv clear("NVCC_APPEND_FLAGS", nullptr);
+  CompileService svc(options());
+  const CompileResult plain = svc.compile(kValidSource, "env.cu");
+  ASSERT_TRUE(plain.ok) << plain.failure << "\n" << plain.log;
+  {
+    ScopedEnv set("NVCC_APPEND_FLAGS", "-DKFORGE_FROM_ENV=1");
+    const CompileResult with_env = svc.compile(kValidSource, "env.cu");
+    ASSERT_TRUE(with_env.ok) << with_env.failure << "\n" << with_env.log;
+    EXPECT_FALSE(with_env.cache_hit) << "NVCC_APPEND_FLAGS changes the object: a fresh compile";
+    EXPECT_NE(with_env.key, plain.key);
+  }
+  const CompileResult again = svc.compile(kValidSource, "env.cu");
+  EXPECT_TRUE(again.cache_hit);
+  EXPECT_EQ(again.key, plain.key);
+  // The other variables nvcc reads count as well (no compile needed to see it).
+  const std::string base = key_only(options(), kValidSource);
+  for (auto [name, value] : {std::pair{"NVCC_PREPEND_FLAGS", "-DKF_X=1"}, {"NVCC_CCBIN", "g++"},
+                             {"CPATH", "/tmp"}, {"CPLUS_INCLUDE_PATH", "/tmp"}}) {
+    ScopedEnv set(name, value);
+    EXPECT_NE(key_only(options(), kValidSource), base) << name;
+  }
+  EXPECT_EQ(key_only(options(), kValidSource), base);
+}
+
+TEST_F(CompileTest, HostCompilerIdentity) {
+  CompileService svc(options());
+  EXPECT_EQ(svc.host_compiler(), "gcc");
+  if (nvcc_on_path()) EXPECT_FALSE(svc.host_compiler_version().empty());
+  CompileOptions o = options();
+  o.extra_flags = {"-ccbin", "/usr/bin/g++"};
+  EXPECT_EQ(CompileService(o).host_compiler(), "/usr/bin/g++");
+  ScopedEnv set("NVCC_CCBIN", "clang++");
+  EXPECT_EQ(CompileService(options()).host_compiler(), "clang++");
+}
+
+// Runs readelf (binutils) over `so`; empty when it is not installed.
+std::string readelf(const std::string& flag, const std::string& so) {
+  const ProcessResult r = run_process({"readelf", flag, "-W", so});
+  return r.ok() ? r.out : "";
+}
+
+TEST_F(CompileTest, SharedObjectsHaveReadOnlyRelocations) {
+  SKIP_WITHOUT_NVCC();
+  ScopedEnv clear("NVCC_APPEND_FLAGS", nullptr);
+  const CompileResult r = CompileService(options()).compile(kValidSource, "relro.cu");
+  ASSERT_TRUE(r.ok) << r.failure << "\n" << r.log;
+  const std::string dynamic = readelf("-d", r.so_path), segments = readelf("-l", r.so_path);
+  if (dynamic.empty()) GTEST_SKIP() << "SKIPPED: no readelf";
+  EXPECT_NE(dynamic.find("BIND_NOW"), std::string::npos) << dynamic;
+  EXPECT_NE(segments.find("GNU_RELRO"), std::string::npos) << segments;
+
+  // The environment cannot undo them: such an object is refused, never cached.
+  ScopedEnv lazy("NVCC_APPEND_FLAGS", "-Xlinker -z,lazy");
+  const CompileResult undone = CompileService(options()).compile(kValidSource, "lazy.cu");
+  EXPECT_FALSE(undone.ok);
+  EXPECT_EQ(undone.failure, "compile_error");
+  EXPECT_NE(undone.log.find("read-only relocations"), std::string::npos) << undone.log;
+  EXPECT_EQ(cache_entries(".so").size(), 1u);
+}
+
+TEST_F(CompileTest, UserIncludeDirsAndFlagsAreChecked) {
+  EXPECT_THROW(checked_include_dirs({root_ + "/missing"}), Error);
+  EXPECT_THROW(checked_include_dirs({""}), Error);
+  const std::vector<std::string> dirs = checked_include_dirs({root_ + "/./"});
+  ASSERT_EQ(dirs.size(), 1u);
+  EXPECT_TRUE(fs::path(dirs[0]).is_absolute());
+  EXPECT_TRUE(fs::equivalent(dirs[0], root_));
+  EXPECT_NO_THROW(check_nvcc_flags({"-DTILE=64", "--use_fast_math", "-Xptxas=-v", "-maxrregcount=128"}));
+  for (const char* bad : {"", "-o", "-c", "-E", "-M", "-MD", "--dryrun", "-lib", "-ptx", "--output-file=x",
+                          "-Xlinker=-z,lazy", "-Wl,-z,norelro"})
+    EXPECT_THROW(check_nvcc_flags({bad}), Error) << bad;
+}
+
+TEST_F(CompileTest, FindsCutlassHeaders) {
+  {
+    ScopedEnv off("KFORGE_CUTLASS_DIR", "off");
+    std::string how;
+    EXPECT_TRUE(find_cutlass_include_dirs(&how).empty());
+    EXPECT_NE(how.find("off"), std::string::npos);
+  }
+  {
+    ScopedEnv bad("KFORGE_CUTLASS_DIR", root_.c_str());  // no cute/tensor.hpp there
+    EXPECT_THROW(find_cutlass_include_dirs(), Error);
+  }
+  // A source-tree layout: include/cute/tensor.hpp and tools/util/include/cutlass/util.
+  fs::create_directories(root_ + "/cutlass/include/cute");
+  fs::create_directories(root_ + "/cutlass/tools/util/include/cutlass/util");
+  write("cutlass/include/cute/tensor.hpp", "#pragma once\n");
+  ScopedEnv env("KFORGE_CUTLASS_DIR", (root_ + "/cutlass").c_str());
+  const std::vector<std::string> dirs = find_cutlass_include_dirs();
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0], root_ + "/cutlass/include");
+  EXPECT_EQ(dirs[1], root_ + "/cutlass/tools/util/include");
+  EXPECT_EQ(cutlass_include_dirs_in(root_ + "/cutlass/include"), dirs);
+  // "auto" puts them on the include path, after the caller's folders.
+  CompileOptions o = options();
+  o.cutlass = "auto";
+  CompileService svc(o);
+  ASSERT_EQ(svc.include_dirs().size(), 3u);
+  EXPECT_EQ(svc.include_dirs()[0], std::string(KFORGE_SOURCE_DIR) + "/include");
+  EXPECT_EQ(svc.include_dirs()[1], dirs[0]);
+}
+
+// The honest CuTe candidate of the corpus compiles as the evaluator compiles candidates: the ABI
+// header pre-included, CUTLASS/CuTe found by itself (skipped where neither nvcc nor CUTLASS is).
+TEST_F(CompileTest, CuteCandidateCompiles) {
+  SKIP_WITHOUT_NVCC();
+  if (find_cutlass_include_dirs().empty())
+    GTEST_SKIP() << "SKIPPED: no CUTLASS/CuTe headers (pip install nvidia-cutlass, or KFORGE_CUTLASS_DIR)";
+  CompileOptions o = options();
+  o.cutlass = "auto";
+  o.extra_flags = {"-include", "kforge/abi/hgemm.h"};
+  o.timeout_s = 600;
+  const CompileResult r =
+      CompileService(o).compile_file(std::string(KFORGE_SOURCE_DIR) + "/tests/corpus/hgemm/honest/cute_mma.cu");
+  ASSERT_TRUE(r.ok) << r.failure << "\n" << r.log;
+  EXPECT_TRUE(fs::is_regular_file(r.so_path));
 }
 
 }  // namespace
