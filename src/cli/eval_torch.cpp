@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "core/text.hpp"
 #include "eval/devices.hpp"
 #include "torch/metrics.hpp"
@@ -162,11 +163,11 @@ void run_eval_torch(const TorchCliOptions& o) {
   }
   const nlohmann::json doc = verdicts.size() == 1 && !o.task.empty() ? all[0] : all;
   const TaskSetMetrics m = compute_metrics(outcomes);
-  if (o.json) std::printf("%s\n", doc.dump(2).c_str());
+  if (o.json) std::printf("%s\n", dump_json(doc, 2).c_str());
   else if (!o.tasks.empty() || jobs.size() > 1) std::printf("\n%s", format_metrics(m).c_str());
-  if (!o.out.empty()) write_file_atomic(o.out, doc.dump(2) + "\n");
+  if (!o.out.empty()) write_file_atomic(o.out, dump_json(doc, 2) + "\n");
   for (const std::string& f : o.metrics)
-    write_file_atomic(f, ends_with(f, ".csv") ? metrics_to_csv(m) : metrics_to_json(m).dump(2) + "\n");
+    write_file_atomic(f, ends_with(f, ".csv") ? metrics_to_csv(m) : dump_json(metrics_to_json(m), 2) + "\n");
   for (const Verdict& v : verdicts)
     if (!v.correct) throw ExitStatus{3};
 }

@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "core/text.hpp"
 #include "torch/tasks.hpp"
 
@@ -40,14 +41,14 @@ void run_import(const TasksCliOptions& o) {
   }
   const std::vector<TorchTask> tasks = import_kernelbench(o.kernelbench, levels);
   const nlohmann::json j = task_set_to_json(std::filesystem::absolute(o.kernelbench).string(), tasks);
-  if (o.json) std::printf("%s\n", j.dump(2).c_str());
+  if (o.json) std::printf("%s\n", dump_json(j, 2).c_str());
   else print_listing(tasks);
   std::map<int, int> per_level;
   for (const TorchTask& t : tasks) ++per_level[t.level];
   std::string counts;
   for (const auto& [l, n] : per_level) counts += strf("%slevel%d: %d", counts.empty() ? "" : ", ", l, n);
   std::fprintf(stderr, "kforge tasks: %zu task(s) (%s)\n", tasks.size(), counts.c_str());
-  if (!o.out.empty()) write_file_atomic(o.out, j.dump(2) + "\n");
+  if (!o.out.empty()) write_file_atomic(o.out, dump_json(j, 2) + "\n");
 }
 
 }  // namespace
@@ -69,7 +70,7 @@ void register_tasks(CLI::App& app) {
   list->add_flag("--json", o->json, "print the listing as JSON");
   list->callback([o] {
     const std::vector<TorchTask> t = load_task_set(o->set);
-    if (o->json) std::printf("%s\n", task_set_to_json(o->set, t).dump(2).c_str());
+    if (o->json) std::printf("%s\n", dump_json(task_set_to_json(o->set, t), 2).c_str());
     else print_listing(t);
   });
 }

@@ -14,6 +14,11 @@ bool ends_with(std::string_view s, std::string_view suffix);
 std::string human_us(double us);
 std::string human_duration(double seconds);
 std::string human_bytes(double bytes);
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool is_valid_utf8(std::string_view s);
+// `s` with every byte that is not part of a well-formed UTF-8 sequence replaced by U+FFFD, so that
+// candidate-controlled text (a source line, a compiler log, program output) can go into JSON.
+std::string valid_utf8(std::string_view s);
 // UTC "2026-11-30T05:09:20Z".
 std::string utc_now_iso8601();
 

@@ -1,6 +1,7 @@
 #include "db/rundb.hpp"
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "core/text.hpp"
 #include "db/sqlite.hpp"
 #include "kforge/version.hpp"
@@ -82,7 +83,7 @@ int64_t RunDb::begin_run(const std::string& kind, const std::string& command, co
                    "INSERT INTO runs(kind, command, kforge_version, started_at, status, device_json, "
                    "options_json) VALUES (?, ?, ?, ?, 'running', ?, ?)");
   insert.bind(0, kind).bind(1, command).bind(2, std::string(kVersion)).bind(3, utc_now_iso8601());
-  insert.bind(4, device.dump()).bind(5, options.dump()).step();
+  insert.bind(4, dump_json(device)).bind(5, dump_json(options)).step();
   const int64_t id = db.last_insert_rowid();
   tx.commit();
   return id;
@@ -129,7 +130,7 @@ void RunDb::finish_run(int64_t run_id, const std::string& status, const nlohmann
   const SqliteDb& db = db_;
   Transaction tx(db);
   Statement update(db, "UPDATE runs SET status = ?, finished_at = ?, summary_json = ? WHERE id = ?");
-  update.bind(0, status).bind(1, utc_now_iso8601()).bind(2, summary.dump()).bind(3, run_id).step();
+  update.bind(0, status).bind(1, utc_now_iso8601()).bind(2, dump_json(summary)).bind(3, run_id).step();
   KF_CHECK(db.changes() == 1, "no run %lld in '%s'", (long long)run_id, db_.path().c_str());
   tx.commit();
 }

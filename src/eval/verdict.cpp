@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "core/text.hpp"
 
 namespace kforge {
@@ -90,18 +91,20 @@ std::string string_from_json(const nlohmann::json& j, const char* what) {
 
 }  // namespace
 
+// Candidate-controlled text (its file name, messages quoting its source or output, compiler logs in
+// the details) is made valid UTF-8 here, so that no writer of a verdict can fail on it.
 nlohmann::json to_json(const Verdict& v) {
   return {
-      {"candidate", v.candidate},
+      {"candidate", valid_utf8(v.candidate)},
       {"correct", v.correct},
-      {"reasons", v.reasons},
-      {"flags", v.flags},
-      {"message", v.message},
+      {"reasons", valid_utf8_json(v.reasons)},
+      {"flags", valid_utf8_json(v.flags)},
+      {"message", valid_utf8(v.message)},
       {"speedup", summaries_to_json(v.speedup)},
       {"candidate_us", summaries_to_json(v.candidate_us)},
       {"baseline_us", summaries_to_json(v.baseline_us)},
       {"reward", v.reward},
-      {"details", v.details},
+      {"details", valid_utf8_json(v.details)},
   };
 }
 

@@ -37,6 +37,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/hash.hpp"
+#include "core/json.hpp"
 #include "core/text.hpp"
 
 namespace kforge {
@@ -390,7 +391,7 @@ ChatResponse LlmClient::Impl::parse(size_t e, const HttpResult& r) {
 ChatResponse LlmClient::Impl::call_endpoint(size_t e, const ChatRequest& req) {
   const Endpoint& ep = opts.endpoints[e];
   json payload = canonical_request(req, ep.model);
-  const std::string body = payload.dump();
+  const std::string body = dump_json(payload);
   const std::string& url = urls[e];
 
   for (int attempt = 0;; ++attempt) {
@@ -487,7 +488,7 @@ void LlmClient::Impl::record(const ChatRequest& req, const ChatResponse& resp) {
   const json entry = {{"key", request_key(req, resp.model)},
                       {"request", canonical_request(req, resp.model)},
                       {"response", response_to_json(resp)}};
-  const std::string line = entry.dump() + "\n";
+  const std::string line = dump_json(entry) + "\n";
   std::lock_guard lock(record_mu);
   size_t done = 0;
   while (done < line.size()) {
@@ -549,7 +550,7 @@ ChatResponse LlmClient::chat(const ChatRequest& req) {
 double LlmClient::spent_usd() const { return impl_->spent.load(); }
 
 std::string LlmClient::request_key(const ChatRequest& req, const std::string& model) {
-  return sha256_hex(canonical_request(req, model).dump());
+  return sha256_hex(dump_json(canonical_request(req, model)));
 }
 
 }  // namespace kforge

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "core/text.hpp"
 #include "db/sqlite.hpp"
 
@@ -166,12 +167,12 @@ void bind_candidate(Statement& insert, const CandidateRecord& c, const std::stri
   for (int64_t p : c.parents) parents.push_back(p);
   insert.reset();
   insert.bind(0, c.run_id).bind(1, c.iteration).bind(2, c.group).bind(3, c.sample).bind(4, c.policy);
-  insert.bind(5, parents.dump()).bind(6, c.source).bind(7, c.prompt).bind(8, c.analysis).bind(9, c.status);
+  insert.bind(5, dump_json(parents)).bind(6, c.source).bind(7, c.prompt).bind(8, c.analysis).bind(9, c.status);
   insert.bind(10, c.error);
   if (c.verdict.is_null())
     insert.bind_null(11);
   else
-    insert.bind(11, c.verdict.dump());
+    insert.bind(11, dump_json(c.verdict));
   insert.bind(12, c.correct ? 1 : 0).bind(13, c.score).bind(14, c.reward);
   if (c.advantage)
     insert.bind(15, *c.advantage);
@@ -203,7 +204,7 @@ int64_t ProgramDb::create_run(const std::string& task, const nlohmann::json& con
                    "INSERT INTO runs(task, state, config_json, created_at, updated_at) "
                    "VALUES (?, 'running', ?, ?, ?)");
   const std::string now = utc_now_iso8601();
-  insert.bind(0, task).bind(1, config.dump()).bind(2, now).bind(3, now).step();
+  insert.bind(0, task).bind(1, dump_json(config)).bind(2, now).bind(3, now).step();
   const int64_t id = db.last_insert_rowid();
   tx.commit();
   return id;
@@ -263,7 +264,7 @@ void ProgramDb::record_verdict(int64_t candidate_id, const nlohmann::json& verdi
   Statement update(db,
                    "UPDATE candidates SET status = 'evaluated', verdict_json = ?, correct = ?, score = ?, reward = ? "
                    "WHERE id = ?");
-  update.bind(0, verdict.dump()).bind(1, correct ? 1 : 0).bind(2, score).bind(3, reward).bind(4, candidate_id);
+  update.bind(0, dump_json(verdict)).bind(1, correct ? 1 : 0).bind(2, score).bind(3, reward).bind(4, candidate_id);
   update.step();
   KF_CHECK(db.changes() == 1, "no candidate %lld in '%s'", (long long)candidate_id, db.path().c_str());
   tx.commit();

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "core/parallel.hpp"
 #include "core/hash.hpp"
 #include "core/subprocess.hpp"
@@ -268,7 +269,7 @@ Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& bu
   if (!opts_.devices.empty()) env.push_back(device_env(opts_.devices[slot]));
   WorkerProcess worker(worker_command(), env);
   ++workers_started_;
-  if (!worker.send(req.dump())) {
+  if (!worker.send(dump_json(req))) {
     v.reject(reason::kInternalError, "the Python worker could not be reached (" + worker.kill() + ")");
     return v;
   }

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
+#include "core/text.hpp"
 #include "eval/verdict.hpp"
 
 namespace kforge {
@@ -150,6 +152,47 @@ TEST(Verdict, FromJsonRejectsWrongTypes) {
 
 // ---------------------------------------------------------------------------------------------
 // Reward
+
+// A candidate decides what its file name, its source lines and its printed output hold: one byte
+// that is not UTF-8 must not make the verdict's JSON throw (nlohmann's type_error 316), anywhere.
+TEST(Verdict, NonUtf8TextNeverBreaksTheJson) {
+  Verdict v;
+  v.candidate = "caf\xe9.cu";
+  v.reject(reason::kForbiddenCall, "line 3: fork (process_creation): fork(); // \xe9t\xe9");
+  v.details["output"] = std::string("printed \xff\xfe bytes, then a cut sequence \xe2\x82");
+  v.details["findings"] = nlohmann::json::array({{{"text", "\xc0\xaf overlong"}}});
+  v.details["\xe9key"] = 1;
+  const nlohmann::json j = to_json(v);
+  std::string text;
+  ASSERT_NO_THROW(text = j.dump(2));  // valid UTF-8 throughout: even the strict dump works
+  EXPECT_TRUE(is_valid_utf8(text));
+  EXPECT_EQ(j["candidate"], "caf\xef\xbf\xbd.cu");
+  EXPECT_EQ(j["details"]["output"], "printed \xef\xbf\xbd\xef\xbf\xbd bytes, then a cut sequence \xef\xbf\xbd\xef\xbf\xbd");
+  // ... and it parses back into a verdict.
+  const Verdict back = verdict_from_json(nlohmann::json::parse(text));
+  EXPECT_EQ(back.reasons, v.reasons);
+  EXPECT_EQ(back.message, "line 3: fork (process_creation): fork(); // \xef\xbf\xbdt\xef\xbf\xbd");
+
+  // Raw JSON holding such bytes (a worker's reply, say): dump_json writes U+FFFD instead of throwing.
+  nlohmann::json raw = {{"excerpt", "\xe9"}};
+  EXPECT_THROW(raw.dump(), nlohmann::json::type_error);
+  EXPECT_EQ(dump_json(raw), "{\"excerpt\":\"\xef\xbf\xbd\"}");
+  EXPECT_EQ(valid_utf8_json(raw)["excerpt"], "\xef\xbf\xbd");
+}
+
+TEST(Text, ValidUtf8) {
+  EXPECT_TRUE(is_valid_utf8(""));
+  EXPECT_TRUE(is_valid_utf8("plain ascii"));
+  EXPECT_TRUE(is_valid_utf8("\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));  // été € 😀
+  EXPECT_FALSE(is_valid_utf8("\xe9"));                    // Latin-1
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));                // overlong '/'
+  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));            // a UTF-16 surrogate
+  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));        // past U+10FFFF
+  EXPECT_FALSE(is_valid_utf8("\xe2\x82"));                // cut short
+  EXPECT_EQ(valid_utf8("a\xe9" "b"), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(valid_utf8("\xc3\xa9"), "\xc3\xa9");
+  EXPECT_EQ(valid_utf8(std::string("nul\0ok", 6)), std::string("nul\0ok", 6));
+}
 
 TEST(Reward, ParsesEveryKind) {
   RewardConfig c = parse_reward("log");
