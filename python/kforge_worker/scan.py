@@ -2,8 +2,13 @@
 
 Python code is scanned through its syntax tree (comments never count, aliases are followed); the
 C++/CUDA sources a candidate passes to load_inline are the string constants of the module, scanned
-with C comments removed. Needs no torch. Each finding quotes its line, like the C++ scan of CUDA
-candidates (src/eval/static_scan.cpp), and uses the same rule names where the meaning is the same.
+as the C++ scan of CUDA candidates (src/eval/static_scan.cpp) scans them: comments and literals
+blanked, identifiers matched whole. Needs no torch. Each finding quotes its line.
+
+Every rule lives in data/scan-rules.json, the one file both scanners read (the C++ one embeds it at
+build time): its "cpp" rules say which scanner each applies to ("cuda": a CUDA candidate file,
+"torch": the C++ inside a PyTorch candidate), its "python" tables are the ones below. The same
+sample gives the same findings in both (tests/corpus/scan/agreement.*).
 
 Rules:
   process_creation     subprocess, multiprocessing, os.system/popen/fork/exec*/spawn*/kill; system(), fork() in C++
@@ -25,101 +30,321 @@ Rules:
   precision_settings   TF32 switches, set_float32_matmul_precision, reduced-precision reductions,
                        autocast/amp, set_default_dtype
   library_call         cuBLAS/cuDNN in C++ (the baseline's own libraries)
-  device_settings      cudaDeviceSetLimit, persisting-L2 windows, cudaDeviceReset in C++
+  device_settings      cudaDeviceSetLimit, persisting-L2 windows, cudaDeviceReset, cudaSetDevice in C++
+  device_sync          cudaDeviceSynchronize, cuCtxSynchronize in C++
   no_cuda_kernel       (policy require_cuda_kernel) no __global__ kernel compiled through cpp_extension
   aten_compute         (policy require_cuda_kernel) ATen compute ops called from C++ (at::matmul, ...)
 """
 
 import ast
 import json
+import os
 import re
 import sys
 
-FORBIDDEN_MODULES = {
-    "subprocess": "process_creation", "multiprocessing": "process_creation", "pty": "process_creation",
-    "signal": "process_creation", "threading": "thread_creation", "_thread": "thread_creation",
-    "concurrent": "thread_creation", "asyncio": "thread_creation", "ctypes": "dynamic_loading",
-    "cffi": "dynamic_loading", "importlib": "dynamic_loading", "time": "timer", "timeit": "timer",
-    "gc": "introspection", "inspect": "introspection", "builtins": "introspection",
-    "__builtin__": "introspection", "pathlib": "file_access", "shutil": "file_access",
-    "tempfile": "file_access", "io": "file_access", "pickle": "file_access", "socket": "process_creation",
-    "kforge_worker": "reference_call", "kforge_task": "reference_call", "atexit": "process_creation",
-    "resource": "process_creation", "mmap": "file_access", "sysconfig": "introspection",
-}
 
-OS_ATTRS = {
-    "environ": "environment_access", "environb": "environment_access", "getenv": "environment_access",
-    "putenv": "environment_access", "unsetenv": "environment_access", "system": "process_creation",
-    "popen": "process_creation", "fork": "process_creation", "forkpty": "process_creation",
-    "kill": "process_creation", "killpg": "process_creation", "_exit": "process_creation",
-    "abort": "process_creation", "remove": "file_access", "unlink": "file_access", "rename": "file_access",
-    "replace": "file_access", "open": "file_access", "write": "file_access", "read": "file_access",
-    "dup2": "file_access", "chdir": "file_access",
-}
-OS_PREFIXES = {"exec": "process_creation", "spawn": "process_creation", "posix_spawn": "process_creation"}
+# -- the rules: data/scan-rules.json, the one file both scanners read (src/eval/static_scan.cpp
+# embeds it at build time). $KFORGE_SCAN_RULES names another file; $KFORGE_DATA_DIR another folder.
 
-SYS_ATTRS = {
-    "modules": "introspection", "_getframe": "introspection", "settrace": "introspection",
-    "setprofile": "introspection", "meta_path": "introspection", "path_hooks": "introspection",
-    "exit": "process_creation", "stdout": "file_access", "stderr": "file_access", "__stdout__": "file_access",
-    "addaudithook": "introspection", "setrecursionlimit": "introspection", "_current_frames": "introspection",
-}
+def _rules_path():
+    if os.environ.get("KFORGE_SCAN_RULES"):
+        return os.environ["KFORGE_SCAN_RULES"]
+    data = os.environ.get("KFORGE_DATA_DIR")
+    if data and os.path.isfile(os.path.join(data, "scan-rules.json")):
+        return os.path.join(data, "scan-rules.json")
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "data", "scan-rules.json")
 
-BUILTIN_CALLS = {
-    "eval": "introspection", "exec": "introspection", "compile": "introspection", "globals": "introspection",
-    "vars": "introspection", "locals": "introspection", "__import__": "dynamic_loading", "open": "file_access",
-    "breakpoint": "introspection", "input": "file_access", "exit": "process_creation", "quit": "process_creation",
-}
 
-DUNDER_ATTRS = {"__globals__", "__code__", "__subclasses__", "__builtins__", "__closure__", "__dict__",
-                "__bases__", "__mro__", "__class__", "__getattribute__", "__setattr__", "f_globals",
-                "f_locals", "f_back", "gi_frame", "tb_frame"}
+def _load_rules():
+    with open(_rules_path(), "rb") as f:
+        return json.loads(f.read().decode("utf-8"))
 
-# Dotted names (after alias resolution), matched as prefixes.
-DOTTED = [
-    ("torch.cuda.Stream", "stream_creation"), ("torch.cuda.stream", "stream_creation"),
-    ("torch.cuda.ExternalStream", "stream_creation"), ("torch.cuda.set_stream", "stream_creation"),
-    ("torch.Stream", "stream_creation"),
-    ("torch.cuda.Event", "timer"), ("torch.utils.benchmark", "timer"), ("torch.cuda.nvtx", "timer"),
-    ("torch.backends", "precision_settings"), ("torch.set_float32_matmul_precision", "precision_settings"),
-    ("torch.set_default_dtype", "precision_settings"), ("torch.set_default_tensor_type", "precision_settings"),
-    ("torch.autocast", "precision_settings"), ("torch.cuda.amp", "precision_settings"),
-    ("torch.amp", "precision_settings"), ("torch.cpu.amp", "precision_settings"),
-    ("torch.ops.load_library", "dynamic_loading"), ("torch.classes.load_library", "dynamic_loading"),
-    ("torch.save", "file_access"), ("torch.load", "file_access"), ("torch.hub", "file_access"),
-    ("torch.set_num_threads", "thread_creation"), ("torch.set_num_interop_threads", "thread_creation"),
-    ("torch.manual_seed", "introspection"), ("torch.cuda.manual_seed", "introspection"),
-    ("torch.random", "introspection"), ("torch.set_rng_state", "introspection"),
-    ("torch.cuda.set_rng_state", "introspection"), ("torch.cuda.memory", "introspection"),
-    ("torch.cuda.caching_allocator", "introspection"), ("torch.cuda.set_per_process_memory_fraction", "introspection"),
-    ("torch.cuda.empty_cache", "introspection"), ("torch.overrides", "introspection"),
-    ("torch.library", "monkey_patch"), ("torch._C._set", "monkey_patch"), ("torch.utils._python_dispatch", "monkey_patch"),
-    ("torch.cuda.set_sync_debug_mode", "introspection"), ("contextlib.suppress", "exception_fallback"),
-    ("numpy.load", "file_access"), ("numpy.save", "file_access"), ("os.path", None),
-]
-PRECISION_WORDS = {"allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction",
-                   "fp32_precision", "set_float32_matmul_precision", "autocast"}
 
-# C++ inside string constants: (regex, rule). Word boundaries on both sides.
-CPP_RULES = [
-    (r"cublas\w*", "library_call"), (r"cudnn\w*", "library_call"), (r"cublasLt\w*", "library_call"),
-    (r"at::cuda::blas\w*", "library_call"), (r"cutlass::\w+", None),
-    (r"dlopen|dlsym|dlmopen", "dynamic_loading"),
-    (r"std::thread|pthread_create|std::async|std::jthread", "thread_creation"),
-    (r"(?:system|popen|fork|vfork|execv\w*|execl\w*|posix_spawn\w*)\s*\(", "process_creation"),
-    (r"(?:getenv|setenv|putenv|unsetenv|secure_getenv)\s*\(", "environment_access"),
-    (r"fopen|std::ofstream|std::ifstream|std::fstream|\bopen\s*\(", "file_access"),
-    (r"cudaStreamCreate\w*|getStreamFromPool|cudaStreamPerThread|setCurrentCUDAStream|cuStreamCreate\w*|"
-     r"CUDAStreamGuard|getStreamFromExternal", "stream_creation"),
-    (r"cudaEvent\w+|cuEvent\w+|std::chrono|clock_gettime|gettimeofday|rdtsc", "timer"),
-    (r"cudaDeviceSetLimit|cudaCtxResetPersistingL2Cache|accessPolicyWindow|cudaDeviceReset|"
-     r"cudaDeviceSetCacheConfig|cudaStreamSetAttribute|cudaSetDevice|cudaDeviceSynchronize", "device_settings"),
-    (r"PyObject|Py_\w+|PyImport\w*|pybind11::module_::import|py::module_::import|py::exec|py::eval", "introspection"),
-]
-ATEN_COMPUTE = re.compile(
-    r"\b(?:at|torch)::(?:matmul|mm|bmm|addmm|baddbmm|linear|conv\w*|softmax|log_softmax|layer_norm|"
-    r"batch_norm|group_norm|einsum|relu|gelu|silu|sigmoid|tanh|exp|sum|mean|max|min|amax|argmax|"
-    r"cumsum|sort|topk|mul|add|sub|div|pow|sqrt|rsqrt|where|clamp|nn::functional::\w+|native::\w+|_ops::\w+)\s*\(")
+RULES = _load_rules()
+_PY = RULES["python"]
+
+FORBIDDEN_MODULES = dict(_PY["modules"])      # import of the module (its root name) -> rule
+OS_ATTRS = dict(_PY["os_attrs"])              # os.X -> rule
+OS_PREFIXES = dict(_PY["os_prefixes"])        # os.X... -> rule
+SYS_ATTRS = dict(_PY["sys_attrs"])            # sys.X -> rule
+BUILTIN_CALLS = dict(_PY["builtin_calls"])    # X() of a built-in -> rule
+DUNDER_ATTRS = set(_PY["dunder_attrs"])       # .X anywhere -> introspection
+# Dotted names (after alias resolution), matched as prefixes; the first match decides (None: allowed).
+DOTTED = [(name, rule) for name, rule in _PY["dotted"]]
+PRECISION_WORDS = set(_PY["precision_words"])  # .X or a call of X -> precision_settings
+ATEN_COMPUTE = re.compile(_PY["aten_compute"])  # policy require_cuda_kernel: ATen compute from C++
+
+
+def cpp_rules(scanner):
+    """The C++ rules of one scanner ("cuda" or "torch"), grouped by how they match."""
+    by = {m: [] for m in ("word", "call", "free_call", "prefix", "std", "namespace", "qualified",
+                          "include_name", "include_dir")}
+    for e in RULES["cpp"]:
+        if scanner in e["scanners"]:
+            by[e["match"]].append((e["pattern"], e["rule"]))
+    return by
+
+
+_CPP_RULES = {"cuda": cpp_rules("cuda"), "torch": cpp_rules("torch")}
+
+# -- C++ text as src/eval/static_scan.cpp sees it: comments and the contents of string and character
+# literals blanked (strings of asm(...) kept: "rdtsc" can only be spelled there), numbers turned into
+# zeros, #include directives recorded; then tokens (identifiers, "::", single characters).
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def _is_ident(c):
+    return c.isascii() and (c.isalnum() or c == "_")
+
+
+def _blank_cpp(src):
+    """(blanked text with newlines kept, [(offset, header as written)]) of spliced C++ source."""
+    b = list(src)
+    includes = []
+    n = len(src)
+    i = 0
+    line_start = True
+    asm_pending = False
+    asm_depth = 0
+
+    def blank(a, z):
+        for k in range(a, min(z, n)):
+            if b[k] != "\n":
+                b[k] = " "
+
+    def quoted(quote, open_at):
+        k = open_at + 1
+        while k < n and src[k] != quote and src[k] != "\n":
+            k += 2 if src[k] == "\\" else 1
+        k = min(k, n)
+        if not (quote == '"' and asm_depth > 0):
+            blank(open_at + 1, k)
+        return k + 1 if k < n and src[k] == quote else k
+
+    while i < n:
+        c = src[i]
+        if c == "\n":
+            line_start = True
+            i += 1
+            continue
+        if c in " \t\r\f\v":
+            i += 1
+            continue
+        was_line_start, line_start = line_start, False
+        if src.startswith("//", i):
+            end = src.find("\n", i)
+            end = n if end < 0 else end
+            blank(i, end)
+            i = end
+        elif src.startswith("/*", i):
+            end = src.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            blank(i, end)
+            i = end
+            line_start = was_line_start
+        elif c == "#" and was_line_start:
+            hash_at = i
+            k = i + 1
+            while k < n and src[k] in " \t":
+                k += 1
+            m = _IDENT.match(src, k)
+            name_end = m.end() if m else k
+            i = k
+            if m and m.group(0) in ("include", "include_next", "import"):
+                k = name_end
+                while k < n and src[k] in " \t":
+                    k += 1
+                if k < n and src[k] in "<\"":
+                    close = ">" if src[k] == "<" else '"'
+                    end = k + 1
+                    while end < n and src[end] != close and src[end] != "\n":
+                        end += 1
+                    if end < n and src[end] == close:
+                        includes.append((hash_at, src[k:end + 1]))
+                        blank(k + 1, end)
+                        i = end + 1
+                        continue
+                i = name_end
+        elif c in "\"'":
+            i = quoted(c, i)
+            asm_pending = False
+        elif c.isdigit() or (c == "." and i + 1 < n and src[i + 1].isdigit()):
+            k = i
+            while k < n:
+                d = src[k]
+                if d in "+-" and k > i and src[k - 1] in "eEpP":
+                    k += 1
+                elif _is_ident(d) or d == ".":
+                    k += 1
+                elif d == "'" and k + 1 < n and _is_ident(src[k + 1]):
+                    k += 2
+                else:
+                    break
+            for q in range(i, min(k, n)):
+                b[q] = "0"
+            i = k
+            asm_pending = False
+        elif _is_ident(c):
+            m = _IDENT.match(src, i)
+            word = m.group(0) if m else c
+            k = i + len(word)
+            i = k
+            nxt = src[k] if k < n else ""
+            if nxt == '"' and word in ("R", "u8R", "uR", "UR", "LR"):
+                k2 = k + 1
+                delim = ""
+                while k2 < n and src[k2] != "(" and len(delim) <= 16 and src[k2] not in " )\\\t\n\"":
+                    delim += src[k2]
+                    k2 += 1
+                if k2 < n and src[k2] == "(" and len(delim) <= 16:
+                    close = ")" + delim + '"'
+                    end = src.find(close, k2 + 1)
+                    quote_at = n if end < 0 else end + len(close) - 1
+                    if asm_depth == 0:
+                        blank(k + 1, quote_at)
+                    i = min(quote_at + 1, n)
+                else:
+                    i = quoted('"', k)
+                asm_pending = False
+                continue
+            if nxt in "\"'" and nxt and word in ("u8", "u", "U", "L"):
+                i = quoted(nxt, k)
+                asm_pending = False
+                continue
+            if word in ("asm", "__asm__", "__asm"):
+                asm_pending = True
+            elif not (asm_pending and word in ("volatile", "__volatile__", "goto", "inline")):
+                asm_pending = False
+        else:
+            if c == "(":
+                if asm_pending:
+                    asm_depth = 1
+                elif asm_depth > 0:
+                    asm_depth += 1
+            elif c == ")" and asm_depth > 0:
+                asm_depth -= 1
+            asm_pending = False
+            i += 1
+    return "".join(b), includes
+
+
+def _splice(src):
+    """Backslash-newline pairs removed; (text, line of every character, 1-based)."""
+    out, lines = [], []
+    line = 1
+    i, n = 0, len(src)
+    while i < n:
+        if src[i] == "\\":
+            j = i + 1
+            if j < n and src[j] == "\r":
+                j += 1
+            if j < n and src[j] == "\n":
+                line += 1
+                i = j + 1
+                continue
+        out.append(src[i])
+        lines.append(line)
+        if src[i] == "\n":
+            line += 1
+        i += 1
+    return "".join(out), lines
+
+
+def _tokens(b):
+    toks = []
+    i, n = 0, len(b)
+    while i < n:
+        c = b[i]
+        if c.isspace():
+            i += 1
+        elif c.isascii() and (c.isalpha() or c == "_"):
+            m = _IDENT.match(b, i)
+            toks.append((m.group(0), i, True))
+            i = m.end()
+        elif c.isdigit():
+            while i < n and _is_ident(b[i]):
+                i += 1
+        elif b.startswith("::", i):
+            toks.append(("::", i, False))
+            i += 2
+        else:
+            toks.append((c, i, False))
+            i += 1
+    return toks
+
+
+def cpp_findings(source, scanner="torch", allow_streams=False):
+    """[(line, rule, symbol)] of C++/CUDA source under one scanner's rules, in source order, each
+    (line, rule, symbol) once: what src/eval/static_scan.cpp reports for the same text."""
+    rules = _CPP_RULES[scanner]
+    text, line_of = _splice(source)
+    blanked, includes = _blank_cpp(text)
+    hits = []
+    for pos, header in includes:
+        path = header[1:-1]
+        fname = path.rsplit("/", 1)[-1]
+        rule = next((r for p, r in rules["include_name"] if fname.startswith(p)), None)
+        if rule is None:
+            rule = next((r for p, r in rules["include_dir"] if path.startswith(p)), None)
+        if rule:
+            hits.append((pos, rule, "#include " + header))
+    toks = _tokens(blanked)
+
+    def tok_is(k, t):
+        return k < len(toks) and toks[k][0] == t
+
+    for t, (w, pos, ident) in enumerate(toks):
+        if not ident:
+            continue
+        if t >= 2 and toks[t - 1][0] == "::" and toks[t - 2][0] == "std":
+            matched = [r for p, r in rules["std"] if w == p]
+            for r in matched:
+                hits.append((toks[t - 2][1], r, "std::" + w))
+            if matched:
+                continue
+        if tok_is(t + 1, "::"):
+            for p, r in rules["namespace"]:
+                if w == p:
+                    hits.append((pos, r, w + "::"))
+        for p, r in rules["qualified"]:
+            parts = p.split("::")
+            ok = True
+            for k, part in enumerate(parts):
+                at = t + 2 * k
+                last = k + 1 == len(parts)
+                ok = (at < len(toks) and toks[at][2] and
+                      (toks[at][0].startswith(part) if last else toks[at][0] == part) and
+                      (last or tok_is(at + 1, "::")))
+                if not ok:
+                    break
+            if ok:
+                hits.append((pos, r, "::".join(toks[t + 2 * k][0] for k in range(len(parts)))))
+        for p, r in rules["word"]:
+            if w == p:
+                hits.append((pos, r, w))
+        if tok_is(t + 1, "("):
+            for p, r in rules["call"]:
+                if w == p:
+                    hits.append((pos, r, w))
+            member = (t >= 1 and toks[t - 1][0] == ".") or (t >= 2 and toks[t - 1][0] == ">" and toks[t - 2][0] == "-")
+            if not member:
+                for p, r in rules["free_call"]:
+                    if w == p:
+                        hits.append((pos, r, w))
+        for p, r in rules["prefix"]:
+            if w.startswith(p):
+                hits.append((pos, r, w))
+    hits.sort(key=lambda h: h[0])  # stable: the order of the rules within one position
+    out, seen = [], set()
+    for pos, rule, symbol in hits:
+        if rule == "stream_creation" and allow_streams:
+            continue
+        key = (line_of[pos], rule, symbol)
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
 
 
 class Finding:
@@ -353,16 +578,14 @@ def _scan_cpp(scanner, require_cuda_kernel):
         text = _strip_c_comments(value)
         if "__global__" in text:
             has_global = True
-        for lineno_in, l in enumerate(text.split("\n")):
-            line = line0 + lineno_in  # string constants start on their own line; good enough to find it
-            for pattern, rule in CPP_RULES:
-                m = re.search(r"(?<![\w:])(?:" + pattern + r")", l)
-                if m and rule:
-                    scanner.add(rule, m.group(0).rstrip("( ").strip(), line)
-            if require_cuda_kernel:
+        # string constants start on their own line; good enough to find it
+        for line_in, rule, symbol in cpp_findings(value, "torch", scanner.allow_streams):
+            scanner.add(rule, symbol, line0 + line_in - 1)
+        if require_cuda_kernel:
+            for lineno_in, l in enumerate(text.split("\n")):
                 m = ATEN_COMPUTE.search(l)
                 if m:
-                    scanner.add("aten_compute", m.group(0).rstrip("( "), line)
+                    scanner.add("aten_compute", m.group(0).rstrip("( "), line0 + lineno_in)
     return has_global
 
 

@@ -9,7 +9,7 @@
 //                #include directives with the header name as written. Strings inside an asm(...)
 //                statement are kept, because "rdtsc" can only be spelled there.
 //   3. tokenize: identifiers, "::" and single punctuation characters of the blanked text.
-//   4. match:    the rule tables below, applied to each identifier with its neighbours.
+//   4. match:    the rules of data/scan-rules.json, applied to each identifier with its neighbours.
 #include "eval/static_scan.hpp"
 
 #include <algorithm>
@@ -21,10 +21,20 @@
 #include <unordered_map>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.hpp"
 #include "core/text.hpp"
 
 namespace kforge {
+
+struct EmbeddedFile {
+  const char* path;
+  const unsigned char* data;
+  size_t size;
+};
+// data/scan-rules.json, embedded by cmake/embed_files.cmake (build/generated/scan_rules_file.cpp).
+const EmbeddedFile* scan_rule_files(size_t* count);
 
 std::string ScanFinding::describe() const {
   return strf("line %d: %s (%s): %s", line, symbol.c_str(), rule.c_str(), text.c_str());
@@ -33,144 +43,78 @@ std::string ScanFinding::describe() const {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Rule tables
+// Rule tables: data/scan-rules.json, embedded at build time (cmake/embed_files.cmake), the same
+// file python/kforge_worker/scan.py reads for the C++ inside PyTorch candidates.
 
 constexpr const char* kLibraryCall = "library_call";
-constexpr const char* kDynamicLoading = "dynamic_loading";
-constexpr const char* kThreadCreation = "thread_creation";
-constexpr const char* kProcessCreation = "process_creation";
 constexpr const char* kStreamCreation = "stream_creation";
-constexpr const char* kTimer = "timer";
-constexpr const char* kFileAccess = "file_access";
-constexpr const char* kEnvironmentAccess = "environment_access";
-constexpr const char* kDeviceSettings = "device_settings";
-constexpr const char* kDeviceSync = "device_sync";
 
-struct WordRule {
-  const char* word;
-  const char* rule;
-  bool call_only;  // only when the next token is "(" (e.g. "time(" but not a variable named time)
+struct Rule {
+  std::string pattern;
+  std::string rule;
+  std::vector<std::string> parts;  // qualified: the pattern split at "::"
 };
 
-// Whole identifiers. The driver-API twins of the runtime calls are listed as well, since a
-// candidate can reach the driver API just as easily.
-constexpr WordRule kWordRules[] = {
-    // dynamic_loading: a way around the link-time symbol checks
-    {"dlopen", kDynamicLoading, false},
-    {"dlsym", kDynamicLoading, false},
-    {"dlmopen", kDynamicLoading, false},
-    {"dlvsym", kDynamicLoading, false},
-    {"cuGetProcAddress", kDynamicLoading, false},
-    {"cuGetProcAddress_v2", kDynamicLoading, false},
-    {"cudaGetDriverEntryPoint", kDynamicLoading, false},
-    {"cudaGetDriverEntryPointByVersion", kDynamicLoading, false},
-    // thread_creation: work that outlives the call or escapes the timer
-    {"pthread_create", kThreadCreation, false},
-    {"thrd_create", kThreadCreation, false},
-    // process_creation
-    {"fork", kProcessCreation, false},
-    {"vfork", kProcessCreation, false},
-    {"clone", kProcessCreation, false},
-    {"system", kProcessCreation, false},
-    {"popen", kProcessCreation, false},
-    {"posix_spawn", kProcessCreation, false},
-    {"posix_spawnp", kProcessCreation, false},
-    {"execl", kProcessCreation, false},
-    {"execlp", kProcessCreation, false},
-    {"execle", kProcessCreation, false},
-    {"execv", kProcessCreation, false},
-    {"execvp", kProcessCreation, false},
-    {"execvpe", kProcessCreation, false},
-    {"execve", kProcessCreation, false},
-    // stream_creation: work on another stream than the one given escapes stream-event timing
-    {"cudaStreamCreate", kStreamCreation, false},
-    {"cudaStreamCreateWithFlags", kStreamCreation, false},
-    {"cudaStreamCreateWithPriority", kStreamCreation, false},
-    {"cuStreamCreate", kStreamCreation, false},
-    {"cuStreamCreateWithPriority", kStreamCreation, false},
-    {"cudaStreamPerThread", kStreamCreation, false},
-    {"cudaStreamLegacy", kStreamCreation, false},
-    {"CU_STREAM_PER_THREAD", kStreamCreation, false},
-    {"CU_STREAM_LEGACY", kStreamCreation, false},
-    {"cudaGraphLaunch", kStreamCreation, false},
-    {"cuGraphLaunch", kStreamCreation, false},
-    {"cudaLaunchHostFunc", kStreamCreation, false},
-    {"cuLaunchHostFunc", kStreamCreation, false},
-    {"cudaStreamAddCallback", kStreamCreation, false},
-    {"cuStreamAddCallback", kStreamCreation, false},
-    // timer: a candidate has no business measuring time (it could behave differently when timed)
-    {"cudaEventElapsedTime", kTimer, false},
-    {"cuEventElapsedTime", kTimer, false},
-    {"clock_gettime", kTimer, false},
-    {"gettimeofday", kTimer, false},
-    {"time", kTimer, true},
-    {"clock", kTimer, true},  // clock64() is another identifier, hence allowed
-    {"rdtsc", kTimer, false},
-    {"rdtscp", kTimer, false},
-    {"__rdtsc", kTimer, false},
-    {"__rdtscp", kTimer, false},
-    {"__builtin_ia32_rdtsc", kTimer, false},
-    // file_access
-    {"fopen", kFileAccess, false},
-    {"freopen", kFileAccess, false},
-    {"open", kFileAccess, true},
-    {"openat", kFileAccess, false},
-    {"ifstream", kFileAccess, false},
-    {"ofstream", kFileAccess, false},
-    {"fstream", kFileAccess, false},
-    {"mmap", kFileAccess, false},
-    {"unlink", kFileAccess, false},
-    {"remove", kFileAccess, true},
-    {"rename", kFileAccess, true},
-    // environment_access
-    {"getenv", kEnvironmentAccess, false},
-    {"secure_getenv", kEnvironmentAccess, false},
-    {"setenv", kEnvironmentAccess, false},
-    {"putenv", kEnvironmentAccess, false},
-    {"unsetenv", kEnvironmentAccess, false},
-    {"environ", kEnvironmentAccess, false},
-    // device_settings: state that outlives the call or changes what the baseline sees
-    {"cudaDeviceSetLimit", kDeviceSettings, false},
-    {"cudaDeviceReset", kDeviceSettings, false},
-    {"cudaCtxResetPersistingL2Cache", kDeviceSettings, false},
-    {"accessPolicyWindow", kDeviceSettings, false},
-    {"cudaStreamSetAttribute", kDeviceSettings, false},
-    {"cudaDeviceSetCacheConfig", kDeviceSettings, false},
-    {"cudaDeviceSetSharedMemConfig", kDeviceSettings, false},
-    {"cudaSetDevice", kDeviceSettings, false},
-    {"cudaProfilerStart", kDeviceSettings, false},
-    {"cudaProfilerStop", kDeviceSettings, false},
-    // device_sync: the ABI forbids synchronising the device
-    {"cudaDeviceSynchronize", kDeviceSync, false},
-    {"cudaThreadSynchronize", kDeviceSync, false},
-    {"cuCtxSynchronize", kDeviceSync, false},
+// One scanner's rules ("cuda" or "torch"), by how they match.
+struct RuleSet {
+  std::unordered_map<std::string, std::vector<const Rule*>> words, calls, free_calls;
+  std::vector<Rule> all;  // owns every rule; the maps point into it
+  std::vector<const Rule*> std_names, namespaces, qualified, prefixes, include_names, include_dirs;
 };
 
-struct PrefixRule {
-  const char* prefix;
-  const char* rule;
-};
+std::string rules_text() {
+  size_t count = 0;
+  const EmbeddedFile* files = scan_rule_files(&count);
+  KF_CHECK(count == 1, "static_scan: %zu embedded rule files, expected 1", count);
+  return std::string(reinterpret_cast<const char*>(files[0].data), files[0].size);
+}
 
-// Identifiers starting with these ("cublasLt" is covered by "cublas").
-constexpr PrefixRule kPrefixRules[] = {
-    {"cublas", kLibraryCall},   {"cudnn", kLibraryCall},    {"cusparse", kLibraryCall},
-    {"cutensor", kLibraryCall}, {"cusolver", kLibraryCall}, {"nvml", kDeviceSettings},
-};
+RuleSet load_rules(const std::string& scanner) {
+  const nlohmann::json doc = nlohmann::json::parse(rules_text());
+  const nlohmann::json& known = doc.at("rules");
+  RuleSet rs;
+  std::vector<std::string> matches;
+  for (const nlohmann::json& e : doc.at("cpp")) {
+    const std::vector<std::string> scanners = e.at("scanners").get<std::vector<std::string>>();
+    if (std::find(scanners.begin(), scanners.end(), scanner) == scanners.end()) continue;
+    Rule r{e.at("pattern").get<std::string>(), e.at("rule").get<std::string>(), {}};
+    KF_CHECK(known.contains(r.rule), "scan-rules.json: rule '%s' of '%s' is not in 'rules'", r.rule.c_str(),
+             r.pattern.c_str());
+    matches.push_back(e.at("match").get<std::string>());
+    if (matches.back() == "qualified") {
+      for (size_t from = 0;;) {
+        const size_t at = r.pattern.find("::", from);
+        r.parts.push_back(r.pattern.substr(from, at == std::string::npos ? std::string::npos : at - from));
+        if (at == std::string::npos) break;
+        from = at + 2;
+      }
+    }
+    rs.all.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < rs.all.size(); ++i) {
+    const Rule* r = &rs.all[i];
+    const std::string& m = matches[i];
+    if (m == "word") rs.words[r->pattern].push_back(r);
+    else if (m == "call") rs.calls[r->pattern].push_back(r);
+    else if (m == "free_call") rs.free_calls[r->pattern].push_back(r);
+    else if (m == "std") rs.std_names.push_back(r);
+    else if (m == "namespace") rs.namespaces.push_back(r);
+    else if (m == "qualified") rs.qualified.push_back(r);
+    else if (m == "prefix") rs.prefixes.push_back(r);
+    else if (m == "include_name") rs.include_names.push_back(r);
+    else if (m == "include_dir") rs.include_dirs.push_back(r);
+    else KF_RUNTIME_ERROR("scan-rules.json: unknown match '%s' for '%s'", m.c_str(), r->pattern.c_str());
+  }
+  return rs;
+}
 
-// std::X, reported as "std::X".
-constexpr PrefixRule kStdRules[] = {
-    {"thread", kThreadCreation}, {"jthread", kThreadCreation}, {"async", kThreadCreation},
-    {"chrono", kTimer},          {"ifstream", kFileAccess},    {"ofstream", kFileAccess},
-    {"fstream", kFileAccess},
-};
-
-// X:: (a namespace that belongs to a library), reported as "X::".
-constexpr const char* kLibraryNamespaces[] = {"at", "torch"};
-
-// #include <X>: the header's file name starts with one of these ...
-constexpr const char* kLibraryHeaderNames[] = {"cublas", "cudnn", "cusparse", "cutensor", "cusolver"};
-// ... or its path starts with one of these.
-constexpr const char* kLibraryHeaderDirs[] = {"torch/", "ATen/"};
+const RuleSet& rules_for(const std::string& scanner) {
+  static const RuleSet cuda = load_rules("cuda");
+  static const RuleSet torch = load_rules("torch");
+  if (scanner == "cuda") return cuda;
+  if (scanner == "torch") return torch;
+  KF_USAGE_ERROR("unknown scanner '%s' (expected cuda or torch)", scanner.c_str());
+}
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
@@ -438,27 +382,23 @@ std::vector<Token> tokenize(const std::string& b) {
 
 struct Hit {
   size_t pos;  // offset in the spliced text (orders hits within a line)
-  const char* rule;
+  std::string rule;
   std::string symbol;
 };
 
-bool library_header(const std::string& written) {
+// The rule an #include of `written` (<a/b.h> or "a/b.h") breaks, or null.
+const Rule* include_rule(const RuleSet& rs, const std::string& written) {
   const std::string path = written.substr(1, written.size() - 2);
   const size_t slash = path.rfind('/');
   const std::string file = (slash == std::string::npos) ? path : path.substr(slash + 1);
-  for (const char* p : kLibraryHeaderNames)
-    if (starts_with(file, p)) return true;
-  for (const char* d : kLibraryHeaderDirs)
-    if (starts_with(path, d)) return true;
-  return false;
+  for (const Rule* r : rs.include_names)
+    if (starts_with(file, r->pattern)) return r;
+  for (const Rule* r : rs.include_dirs)
+    if (starts_with(path, r->pattern)) return r;
+  return nullptr;
 }
 
-void match_tokens(const std::vector<Token>& toks, std::vector<Hit>& hits) {
-  static const std::unordered_map<std::string_view, const WordRule*> words = [] {
-    std::unordered_map<std::string_view, const WordRule*> m;
-    for (const WordRule& r : kWordRules) m.emplace(r.word, &r);
-    return m;
-  }();
+void match_tokens(const RuleSet& rs, const std::vector<Token>& toks, std::vector<Hit>& hits) {
   auto tok_is = [&](size_t k, std::string_view text) { return k < toks.size() && toks[k].text == text; };
 
   for (size_t t = 0; t < toks.size(); ++t) {
@@ -469,27 +409,48 @@ void match_tokens(const std::vector<Token>& toks, std::vector<Hit>& hits) {
     // std::X (reported at the "std" token; "std :: X" with spaces counts too).
     if (t >= 2 && toks[t - 1].text == "::" && toks[t - 2].text == "std") {
       bool matched = false;
-      for (const PrefixRule& r : kStdRules) {
-        if (w == r.prefix) {
-          hits.push_back({toks[t - 2].pos, r.rule, "std::" + w});
+      for (const Rule* r : rs.std_names) {
+        if (w == r->pattern) {
+          hits.push_back({toks[t - 2].pos, r->rule, "std::" + w});
           matched = true;
         }
       }
       if (matched) continue;  // std::ifstream is not reported a second time as ifstream
     }
-    // at::, torch::
+    // X:: (at::, torch::)
     if (tok_is(t + 1, "::")) {
-      for (const char* ns : kLibraryNamespaces)
-        if (w == ns) hits.push_back({tok.pos, kLibraryCall, w + "::"});
+      for (const Rule* r : rs.namespaces)
+        if (w == r->pattern) hits.push_back({tok.pos, r->rule, w + "::"});
     }
-    // Whole words.
-    if (auto it = words.find(w); it != words.end()) {
-      const WordRule& r = *it->second;
-      if (!r.call_only || tok_is(t + 1, "(")) hits.push_back({tok.pos, r.rule, w});
+    // a::b::c..., the last part a prefix.
+    for (const Rule* r : rs.qualified) {
+      const size_t n = r->parts.size();
+      bool ok = true;
+      for (size_t k = 0; ok && k < n; ++k) {
+        const size_t at = t + 2 * k;
+        ok = at < toks.size() && toks[at].ident &&
+             (k + 1 < n ? toks[at].text == r->parts[k] : starts_with(toks[at].text, r->parts[k])) &&
+             (k + 1 == n || tok_is(at + 1, "::"));
+      }
+      if (!ok) continue;
+      std::string sym;
+      for (size_t k = 0; k < n; ++k) sym += (k ? "::" : "") + toks[t + 2 * k].text;
+      hits.push_back({tok.pos, r->rule, sym});
+    }
+    // Whole words, calls, calls not through '.' or '->'.
+    if (auto it = rs.words.find(w); it != rs.words.end())
+      for (const Rule* r : it->second) hits.push_back({tok.pos, r->rule, w});
+    if (tok_is(t + 1, "(")) {
+      if (auto it = rs.calls.find(w); it != rs.calls.end())
+        for (const Rule* r : it->second) hits.push_back({tok.pos, r->rule, w});
+      const bool member = (t >= 1 && toks[t - 1].text == ".") || (t >= 2 && toks[t - 1].text == ">" && toks[t - 2].text == "-");
+      if (!member)
+        if (auto it = rs.free_calls.find(w); it != rs.free_calls.end())
+          for (const Rule* r : it->second) hits.push_back({tok.pos, r->rule, w});
     }
     // Prefixes.
-    for (const PrefixRule& r : kPrefixRules)
-      if (starts_with(w, r.prefix)) hits.push_back({tok.pos, r.rule, w});
+    for (const Rule* r : rs.prefixes)
+      if (starts_with(w, r->pattern)) hits.push_back({tok.pos, r->rule, w});
   }
 }
 
@@ -501,7 +462,7 @@ std::vector<std::string> original_lines(const std::string& src) {
     if (end == std::string::npos) end = src.size();
     std::string line(trim(std::string_view(src).substr(start, end - start)));
     if (line.size() > 200) line.resize(200);
-    lines.push_back(std::move(line));
+    lines.push_back(valid_utf8(line));  // quoted in verdicts: a stray byte must not break their JSON
     start = end + 1;
   }
   return lines;
@@ -514,10 +475,11 @@ std::vector<ScanFinding> static_scan(const std::string& source, const ScanPolicy
   Blanker blanker(sp.text);
   blanker.run();
 
+  const RuleSet& rs = rules_for(policy.scanner);
   std::vector<Hit> hits;
   for (const Include& inc : blanker.includes())
-    if (library_header(inc.header)) hits.push_back({inc.pos, kLibraryCall, "#include " + inc.header});
-  match_tokens(tokenize(blanker.blanked()), hits);
+    if (const Rule* r = include_rule(rs, inc.header)) hits.push_back({inc.pos, r->rule, "#include " + inc.header});
+  match_tokens(rs, tokenize(blanker.blanked()), hits);
 
   std::stable_sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return a.pos < b.pos; });
 
@@ -525,13 +487,13 @@ std::vector<ScanFinding> static_scan(const std::string& source, const ScanPolicy
   std::set<std::tuple<int, std::string, std::string>> seen;  // (line, rule, symbol)
   std::vector<ScanFinding> findings;
   for (const Hit& h : hits) {
-    const std::string rule = h.rule;
+    const std::string& rule = h.rule;
     if (policy.allow_libraries && rule == kLibraryCall) continue;
     if (policy.allow_streams && rule == kStreamCreation) continue;
     const int line = sp.line[h.pos];
     if (!seen.insert({line, rule, h.symbol}).second) continue;
     KF_CHECK(line >= 1 && size_t(line) <= lines.size(), "static_scan: line %d out of range", line);
-    findings.push_back({rule, h.symbol, line, lines[size_t(line) - 1]});
+    findings.push_back({rule, valid_utf8(h.symbol), line, lines[size_t(line) - 1]});
   }
   return findings;
 }

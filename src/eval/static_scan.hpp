@@ -1,6 +1,7 @@
 // Static scan of a candidate's source for calls a task forbids. Comments and string literals are
 // blanked before matching (so a mention in a comment is no finding); identifiers match whole words.
-// Each finding quotes the line it is on.
+// Each finding quotes the line it is on (made valid UTF-8). The rules are data/scan-rules.json,
+// shared with the Python worker's scanner (python/kforge_worker/scan.py).
 #pragma once
 #include <string>
 #include <vector>
@@ -10,6 +11,9 @@ namespace kforge {
 struct ScanPolicy {
   bool allow_streams = false;    // cudaStreamCreate* and friends
   bool allow_libraries = false;  // cuBLAS, cuBLASLt, cuDNN and the like doing the work
+  // Whose rules of data/scan-rules.json apply: "cuda" (a CUDA candidate file) or "torch" (the
+  // C++ a PyTorch candidate compiles; python/kforge_worker/scan.py applies the same rules).
+  std::string scanner = "cuda";
 };
 
 struct ScanFinding {

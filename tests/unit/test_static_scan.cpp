@@ -1,8 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/subprocess.hpp"
+#include "core/text.hpp"
 #include "eval/static_scan.hpp"
 
 namespace kforge {
@@ -336,6 +343,62 @@ TEST(StaticScan, EmptyAndCrlfSources) {
   ASSERT_EQ(fs.size(), 1u);
   EXPECT_EQ(fs[0].line, 2);
   EXPECT_EQ(fs[0].text, "fork();");
+}
+
+// ---------------------------------------------------------------------------------------------
+// One rule file for both scanners (data/scan-rules.json)
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The shared sample: this scanner and python/kforge_worker/scan.py must both report exactly
+// tests/corpus/scan/agreement.json, under either rule set.
+TEST(StaticScan, AgreesWithThePythonScannerOnTheSharedSample) {
+  const std::string dir = std::string(KFORGE_SOURCE_DIR) + "/tests/corpus/scan";
+  const nlohmann::json expected = nlohmann::json::parse(slurp(dir + "/agreement.json"));
+  const std::string source = slurp(dir + "/" + expected.at("sample").get<std::string>());
+  ASSERT_FALSE(source.empty());
+  for (const char* scanner : {"cuda", "torch"}) {
+    ScanPolicy p;
+    p.scanner = scanner;
+    EXPECT_EQ(scan(source, p), expected.at(scanner).get<V>()) << scanner;
+  }
+  ScanPolicy bad;
+  bad.scanner = "fortran";
+  EXPECT_THROW(static_scan(source, bad), Error);
+
+  // The Python side of the same test (python3 only; no torch needed).
+  if (!run_process({"python3", "--version"}).ok()) GTEST_SKIP() << "SKIPPED: no python3 for the Python half";
+  const ProcessResult r =
+      run_process({"python3", std::string(KFORGE_SOURCE_DIR) + "/tests/python/test_scan_agreement.py"});
+  EXPECT_TRUE(r.ok()) << r.describe() << "\n" << r.out << r.err;
+}
+
+TEST(StaticScan, DeviceSynchronizeIsDeviceSyncForBothScanners) {
+  ScanPolicy torch;
+  torch.scanner = "torch";
+  const std::string src = "void f() { cudaDeviceSynchronize(); }\n";
+  EXPECT_EQ(scan(src), V{"device_sync:cudaDeviceSynchronize@1"});
+  EXPECT_EQ(scan(src, torch), V{"device_sync:cudaDeviceSynchronize@1"});
+}
+
+// A byte that is not UTF-8 (Latin-1 'é' in a comment and in a finding's line) is quoted as U+FFFD.
+TEST(StaticScan, NonUtf8BytesAreQuotedAsValidUtf8) {
+  const std::string src = "// caf\xe9 au lait\nvoid f() { fork(); /* \xe9t\xe9 */ }\n";
+  const std::vector<ScanFinding> fs = static_scan(src);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].line, 2);
+  EXPECT_TRUE(is_valid_utf8(fs[0].text)) << fs[0].text;
+  EXPECT_EQ(fs[0].text, "void f() { fork(); /* \xef\xbf\xbdt\xef\xbf\xbd */ }");
+  // A header name with such a byte, too.
+  const std::vector<ScanFinding> inc = static_scan("#include <cublas\xff.h>\n");
+  ASSERT_EQ(inc.size(), 1u);
+  EXPECT_TRUE(is_valid_utf8(inc[0].symbol)) << inc[0].symbol;
+  EXPECT_TRUE(is_valid_utf8(inc[0].describe()));
 }
 
 }  // namespace
