@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "core/text.hpp"
 #include "eval/devices.hpp"
 #include "eval/evaluator.hpp"
@@ -31,6 +32,8 @@ struct EvalCliOptions {
   bool allow_streams = false;
   bool verify_only = false;
   std::string devices;
+  std::vector<std::string> include_dirs;
+  std::vector<std::string> nvcc_flags;
 };
 
 std::string one_line(const Verdict& v) {
@@ -47,6 +50,8 @@ std::string one_line(const Verdict& v) {
 }
 
 void run_eval(const EvalCliOptions& o) {
+  const std::vector<std::string> include_dirs = checked_include_dirs(o.include_dirs);
+  check_nvcc_flags(o.nvcc_flags);
   HgemmProblem problem;
   if (o.shape.empty()) KF_USAGE_ERROR("--shape MxNxK is required");
   problem.shape = parse_shape(o.shape);
@@ -71,6 +76,8 @@ void run_eval(const EvalCliOptions& o) {
   eo.skip_timing = o.verify_only;
   eo.scan.allow_streams = o.allow_streams;
   eo.compile.timeout_s = o.compile_timeout;
+  eo.compile.include_dirs.insert(eo.compile.include_dirs.end(), include_dirs.begin(), include_dirs.end());
+  eo.compile.extra_flags.insert(eo.compile.extra_flags.end(), o.nvcc_flags.begin(), o.nvcc_flags.end());
   eo.devices = parse_devices(o.devices);
   Evaluator evaluator(eo);
   std::fprintf(stderr, "kforge eval: %zu candidate(s), HGEMM %s %s acc %s, target %s\n", o.candidates.size(),
@@ -84,8 +91,8 @@ void run_eval(const EvalCliOptions& o) {
   nlohmann::json all = nlohmann::json::array();
   for (const Verdict& v : verdicts) all.push_back(to_json(v));
   const nlohmann::json doc = verdicts.size() == 1 ? all[0] : all;
-  if (o.json) std::printf("%s\n", doc.dump(2).c_str());
-  if (!o.out.empty()) write_file_atomic(o.out, doc.dump(2) + "\n");
+  if (o.json) std::printf("%s\n", dump_json(doc, 2).c_str());
+  if (!o.out.empty()) write_file_atomic(o.out, dump_json(doc, 2) + "\n");
   for (const Verdict& v : verdicts)
     if (!v.correct) throw ExitStatus{3};
 }
@@ -121,6 +128,15 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--arch", o->arch, "nvcc target, e.g. sm_90a or sm_80 (default: the device's; sm_90a without one)");
   cmd->add_flag("--allow-streams", o->allow_streams, "let candidates create streams (the static scan forbids it by default)");
   cmd->add_flag("--verify-only", o->verify_only, "check correctness and hardening, skip timing");
+  cmd->add_option("--include-dir", o->include_dirs,
+                  "folder added to the candidates' include path (repeatable; after kforge's ABI headers, before "
+                  "the CUTLASS/CuTe headers, which are found by themselves: $KFORGE_CUTLASS_DIR, else the "
+                  "nvidia-cutlass wheel); part of the compile cache key")
+      ->allow_extra_args(false);
+  cmd->add_option("--nvcc-flag", o->nvcc_flags,
+                  "one extra nvcc argument for the candidates, e.g. --nvcc-flag=-DTILE=64 (repeatable; write it "
+                  "with '=' when it starts with '-'); part of the compile cache key")
+      ->allow_extra_args(false);
   cmd->add_option("--devices", o->devices,
                   "GPUs to judge a batch on in parallel, one worker each: 0,1,... or all (default: the first device); "
                   "every candidate is timed against the baseline on its own device");

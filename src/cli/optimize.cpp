@@ -38,10 +38,16 @@ struct OptimizeCli {
   double atol = -1, rtol = -1;
   bool allow_streams = false, require_cuda_kernel = false;
   std::string devices;
+  std::vector<std::string> include_dirs, nvcc_flags;
 };
 
 void run(OptimizeCli& c) {
   OptimizeOptions& o = c.o;
+  o.include_dirs = checked_include_dirs(c.include_dirs);  // first: nothing is created before this
+  check_nvcc_flags(c.nvcc_flags);
+  o.nvcc_flags = c.nvcc_flags;
+  if (!c.resume_dir.empty() && (!o.include_dirs.empty() || !o.nvcc_flags.empty()))
+    KF_USAGE_ERROR("--include-dir and --nvcc-flag are stored with the run; --resume compiles with the stored ones");
   if (!c.resume_dir.empty()) {
     o.resume = true;
     o.run_dir = c.resume_dir;
@@ -59,6 +65,9 @@ void run(OptimizeCli& c) {
       KF_USAGE_ERROR("no such seed file: %s", o.seed_file.c_str());
     if (o.policy == "builtin")
       KF_USAGE_ERROR("the builtin policy proposes HGEMM kernels only; PyTorch tasks need --policy llm");
+    if (!o.include_dirs.empty() || !o.nvcc_flags.empty())
+      KF_USAGE_ERROR("--include-dir and --nvcc-flag apply to HGEMM tasks (a PyTorch candidate passes its own "
+                     "flags to load_inline)");
   }
   if (c.models.size() > 1 && c.models.size() != c.urls.size())
     KF_USAGE_ERROR("give one --model for all endpoints or one per --llm-url (%zu models for %zu URLs)", c.models.size(),
@@ -184,6 +193,15 @@ void register_optimize(CLI::App& app) {
                   "a HACK verdict rejects it");
   cmd->add_option("--reward-clip", c->o.reward_clip, "clip rewards to +-X before group normalisation")->capture_default_str();
   cmd->add_option("--arch", c->arch, "nvcc target (default: the device's)");
+  cmd->add_option("--include-dir", c->include_dirs,
+                  "HGEMM tasks: folder added to the candidates' include path (repeatable; CUTLASS/CuTe headers "
+                  "are found by themselves: $KFORGE_CUTLASS_DIR, else the nvidia-cutlass wheel); stored with the "
+                  "run, in the compile cache key")
+      ->allow_extra_args(false);
+  cmd->add_option("--nvcc-flag", c->nvcc_flags,
+                  "HGEMM tasks: one extra nvcc argument, e.g. --nvcc-flag=-DTILE=64 (repeatable; write it with '=' "
+                  "when it starts with '-'); stored with the run, in the compile cache key")
+      ->allow_extra_args(false);
   cmd->add_option("--run-timeout", c->run_timeout, "seconds to judge one candidate")->capture_default_str();
   cmd->add_option("--compile-timeout", c->compile_timeout,
                   "seconds for one nvcc compile (PyTorch tasks: one load_inline build)")

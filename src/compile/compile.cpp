@@ -667,7 +667,9 @@ std::vector<std::string> checked_include_dirs(const std::vector<std::string>& di
     std::error_code ec;
     if (d.empty()) KF_USAGE_ERROR("--include-dir needs a folder");
     if (!fs::is_directory(d, ec)) KF_USAGE_ERROR("--include-dir '%s': no such folder", d.c_str());
-    out.push_back(fs::absolute(d).lexically_normal().string());
+    std::string norm = fs::absolute(d).lexically_normal().string();
+    while (norm.size() > 1 && norm.back() == '/') norm.pop_back();  // "inc/." -> ".../inc"
+    out.push_back(norm);
   }
   return out;
 }

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
 #include "llm/prompt.hpp"
@@ -103,7 +104,9 @@ nlohmann::json to_json(const OptimizeOptions& o) {
           {"samples", o.eval.samples},
           {"reward", o.eval.reward.kind},
           {"reward_clip_kind", o.eval.reward.clip},
-          {"allow_streams", o.eval.scan.allow_streams}};
+          {"allow_streams", o.eval.scan.allow_streams},
+          {"include_dirs", o.include_dirs},
+          {"nvcc_flags", o.nvcc_flags}};
   if (is_torch_task(o.task)) {
     const TorchEvalOptions& t = o.torch;
     j["torch"] = {{"device", t.device},         {"baselines", t.baselines},
@@ -136,6 +139,8 @@ void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
   o.eval.reward.kind = j.value("reward", o.eval.reward.kind);
   o.eval.reward.clip = j.value("reward_clip_kind", o.eval.reward.clip);
   o.eval.scan.allow_streams = j.value("allow_streams", o.eval.scan.allow_streams);
+  o.include_dirs = j.value("include_dirs", o.include_dirs);
+  o.nvcc_flags = j.value("nvcc_flags", o.nvcc_flags);
   if (o.llm.endpoints.empty()) {  // the transport may be given anew; otherwise the stored one
     for (const auto& e : j.value("endpoints", nlohmann::json::array())) {
       Endpoint ep;
@@ -277,7 +282,7 @@ class Loop {
     if (torch_)
       torch_evaluator_ = std::make_unique<TorchEvaluator>(o_.torch);
     else
-      evaluator_ = std::make_unique<Evaluator>(o_.eval);
+      evaluator_ = std::make_unique<Evaluator>(hgemm_eval_with_user_compile());
     db_->set_run_state(run_id_, "running");
 
     evaluate_pending();
@@ -317,6 +322,17 @@ class Loop {
   }
 
   // A candidate's score: its median speed-up in the reward's mode when correct, 0 otherwise.
+  // o_.eval with the run's include folders and nvcc arguments (checked again: a stored folder may
+  // be gone since the run began).
+  EvalOptions hgemm_eval_with_user_compile() const {
+    EvalOptions e = o_.eval;
+    const std::vector<std::string> dirs = checked_include_dirs(o_.include_dirs);
+    check_nvcc_flags(o_.nvcc_flags);
+    e.compile.include_dirs.insert(e.compile.include_dirs.end(), dirs.begin(), dirs.end());
+    e.compile.extra_flags.insert(e.compile.extra_flags.end(), o_.nvcc_flags.begin(), o_.nvcc_flags.end());
+    return e;
+  }
+
   const RewardConfig& reward_config() const { return torch_ ? o_.torch.reward : o_.eval.reward; }
 
   double score_of(const Verdict& v) const {
@@ -453,7 +469,7 @@ class Loop {
         const TiledConfig cfg = propose_config(parent_cfg, rng);
         CandidateRecord c = make_record(it, s, "builtin", parent.id);
         c.source = tiled_hgemm_source(cfg);
-        c.analysis = cfg.to_json().dump();
+        c.analysis = dump_json(cfg.to_json());
         group.push_back(c);
       }
       db_->add_candidates(group);
@@ -500,7 +516,7 @@ class Loop {
         call.status = "ok";
         for (const std::string& text : resp.choices) {
           if (int(group.size()) >= o_.group_size) break;
-          group.push_back(from_response(it, int(group.size()), "llm:" + resp.model, parent, text, prompt_json.dump()));
+          group.push_back(from_response(it, int(group.size()), "llm:" + resp.model, parent, text, dump_json(prompt_json)));
         }
         if (resp.choices.empty()) break;
       } catch (const LlmError& e) {

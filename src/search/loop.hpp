@@ -30,6 +30,10 @@ struct OptimizeOptions {
   std::string reviewer_model;       // non-empty: that model (on the same endpoints) reviews such jumps
   uint64_t seed = 1;
   EvalOptions eval;                 // HGEMM tasks
+  // HGEMM tasks: include folders (absolute) and nvcc arguments of the person's, added to
+  // eval.compile's when the evaluator starts; stored with the run, so --resume compiles alike.
+  std::vector<std::string> include_dirs;
+  std::vector<std::string> nvcc_flags;
   TorchEvalOptions torch;           // PyTorch tasks (its reward.mode is the baseline the reward uses)
   std::string seed_file;            // PyTorch tasks: the seed candidate (empty: the reference renamed ModelNew)
 };

@@ -3,6 +3,8 @@
 // batch goes on past each of them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -67,6 +69,49 @@ TEST(EvalCli, BadArgumentsAreUsageErrors) {
   auto cpu_devices = run_kforge("eval --task t.py --device cpu --devices 0 c.py");
   EXPECT_EQ(cpu_devices.rc, 2);
   EXPECT_NE(cpu_devices.err.find("leave --device at cuda"), std::string::npos) << cpu_devices.err;
+}
+
+// --include-dir and --nvcc-flag reach nvcc (and so the cache key); bad ones are usage errors,
+// one line, before anything is written.
+TEST(EvalCli, IncludeDirsAndNvccFlags) {
+  const std::string dir = test::temp_dir();
+  std::ofstream(dir + "/kf_cli_value.h") << "#define KF_CLI_VALUE KF_CLI_FLAG\n";
+  std::ofstream(dir + "/uses.cu") << "#include \"kf_cli_value.h\"\n"
+                                     "extern \"C\" int kforge_hgemm(const kforge_hgemm_args*, cudaStream_t) {\n"
+                                     "  return KF_CLI_VALUE;\n}\n";
+  auto r = run_kforge("eval hgemm --shape 64x64x64 --arch sm_90a --json --include-dir " + dir +
+                      " --nvcc-flag=-DKF_CLI_FLAG=0 --nvcc-flag=-DKF_OTHER=1 " + dir + "/uses.cu");
+  ASSERT_FALSE(r.out.empty()) << r.err;
+  const nlohmann::json v = nlohmann::json::parse(r.out);
+  const std::string cmd = v["details"]["compile"].value("command", "");
+  EXPECT_NE(cmd.find("-I" + dir), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("-DKF_CLI_FLAG=0 -DKF_OTHER=1"), std::string::npos) << cmd;
+  for (const auto& reason : v["reasons"]) EXPECT_NE(reason, "compile_error") << v.dump(2);
+
+  for (const std::string& bad : {"--include-dir " + dir + "/missing", std::string("--nvcc-flag=-o"),
+                                 std::string("--nvcc-flag=-Xlinker=-z,lazy")}) {
+    auto u = run_kforge("eval hgemm --shape 64x64x64 --out " + dir + "/v.json " + bad + " " + dir + "/uses.cu");
+    EXPECT_EQ(u.rc, 2) << bad << "\n" << u.err;
+    EXPECT_EQ(std::count(u.err.begin(), u.err.end(), '\n'), 1) << u.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/v.json")) << bad;
+  }
+  auto help = run_kforge("eval hgemm --help");
+  EXPECT_NE(help.out.find("--include-dir"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--nvcc-flag"), std::string::npos) << help.out;
+}
+
+// A candidate with a byte that is not UTF-8 (in a comment and in what the scan quotes): --json and
+// --out still write the verdicts.
+TEST(EvalCli, NonUtf8SourceStillGivesJson) {
+  const std::string dir = test::temp_dir();
+  std::ofstream(dir + "/latin1.cu", std::ios::binary)
+      << "// caf\xe9\nextern \"C\" int kforge_hgemm(const kforge_hgemm_args*, cudaStream_t) { fork(); /* \xe9 */ return 0; }\n";
+  auto r = run_kforge("eval hgemm --shape 64x64x64 --arch sm_90a --json --out " + dir + "/v.json " + dir + "/latin1.cu");
+  EXPECT_EQ(r.rc, 3) << r.err;
+  const nlohmann::json v = nlohmann::json::parse(r.out);
+  EXPECT_EQ(v["reasons"], nlohmann::json::array({"forbidden_call"})) << r.out;
+  EXPECT_NE(v["message"].get<std::string>().find("/* \xef\xbf\xbd */"), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir + "/v.json")), v);
 }
 
 }  // namespace

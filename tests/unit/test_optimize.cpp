@@ -158,6 +158,38 @@ TEST(Optimize, BadArgumentsAndEndpoints) {
   EXPECT_NE(noresume.err.find("no run to resume"), std::string::npos) << noresume.err;
 }
 
+// --include-dir and --nvcc-flag are stored with the run (absolute folders), so --resume compiles
+// alike; bad ones stop before the run folder exists.
+TEST(Optimize, IncludeDirsAndNvccFlagsAreStoredWithTheRun) {
+  const std::string root = test::temp_dir();
+  std::filesystem::create_directories(root + "/inc");
+  auto bad = test::run_kforge("optimize --task hgemm:64x64x64 --policy builtin --include-dir " + root +
+                              "/missing --run-dir " + root + "/bad");
+  EXPECT_EQ(bad.rc, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--include-dir"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(root + "/bad"));
+  auto badflag = test::run_kforge("optimize --task hgemm:64x64x64 --policy builtin --nvcc-flag=-c --run-dir " + root +
+                                  "/bad");
+  EXPECT_EQ(badflag.rc, 2) << badflag.err;
+  EXPECT_FALSE(std::filesystem::exists(root + "/bad"));
+
+  auto r = test::run_kforge("optimize --task hgemm:64x64x64 --policy builtin --iterations 1 --group-size 1 "
+                            "--include-dir " + root + "/inc/. --nvcc-flag=-DKF_OPT=1 --run-dir " + root + "/run");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  {
+    ProgramDb db(root + "/run/kforge-search.db");
+    const auto run = db.latest_run();
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->config["include_dirs"], nlohmann::json::array({root + "/inc"})) << run->config.dump();
+    EXPECT_EQ(run->config["nvcc_flags"], nlohmann::json::array({"-DKF_OPT=1"})) << run->config.dump();
+  }
+  auto again = test::run_kforge("optimize --resume " + root + "/run --include-dir " + root + "/inc");
+  EXPECT_EQ(again.rc, 2) << again.err;
+  EXPECT_NE(again.err.find("stored with the run"), std::string::npos) << again.err;
+  auto resumed = test::run_kforge("optimize --resume " + root + "/run --iterations 2");
+  EXPECT_EQ(resumed.rc, 0) << resumed.err;
+}
+
 TEST(Optimize, UnreachableEndpointNeverEndsTheRun) {
   // Nothing listens on the port: every iteration's call fails, is recorded, and the run completes.
   const std::string dir = test::temp_dir() + "/run";
