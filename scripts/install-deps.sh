@@ -40,4 +40,17 @@ if [ "${KFORGE_WITH_TORCH:-0}" = 1 ] && ! python3 -c "import torch" >/dev/null 2
     echo "install-deps: torch could not be installed ($(tail -n 1 /tmp/kforge-pip-torch.log)); the PyTorch worker tests will say SKIPPED" >&2
   fi
 fi
+# Optional: the nvidia-cutlass wheel, whose CUTLASS/CuTe headers HGEMM candidates may include
+# (KFORGE_WITH_CUTLASS=1). The compile service finds them by itself (src/compile/compile.hpp);
+# without them the CuTe candidate's compile test prints SKIPPED.
+if [ "${KFORGE_WITH_CUTLASS:-0}" = 1 ] &&
+   ! python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('cutlass_library') is None)" >/dev/null 2>&1; then
+  echo "install-deps: installing nvidia-cutlass for python3 (pip; KFORGE_WITH_CUTLASS=1)"
+  if timeout 600 python3 -m pip install -q nvidia-cutlass >/tmp/kforge-pip-cutlass.log 2>&1 ||
+     timeout 600 python3 -m pip install -q --break-system-packages nvidia-cutlass >>/tmp/kforge-pip-cutlass.log 2>&1; then
+    echo "install-deps: nvidia-cutlass installed"
+  else
+    echo "install-deps: nvidia-cutlass could not be installed ($(tail -n 1 /tmp/kforge-pip-cutlass.log)); CuTe candidates will not compile" >&2
+  fi
+fi
 echo "install-deps: ok ($(nvcc --version | tail -n 1))"
