@@ -155,6 +155,13 @@ def build(argv):
     a = p.parse_args(argv)
     os.makedirs(a.build_dir, exist_ok=True)
     os.environ["TORCH_EXTENSIONS_DIR"] = a.build_dir
+    # Candidate code runs here too (its import builds the extension): no tracing of other processes,
+    # no session or process group of its own for anything it starts, and whatever it leaves running
+    # is killed with the rest of this process group before the build is reported.
+    from kforge_worker import sandbox
+    sandbox.die_with_parent()
+    sandbox.non_dumpable()
+    sandbox.install_seccomp()
     t0 = time.time()
     try:
         import torch  # noqa: F401
@@ -167,7 +174,9 @@ def build(argv):
     except BaseException as e:  # noqa: B036 - whatever the candidate does, report it
         ok, err = False, "%s: %s" % (type(e).__name__, str(e)[:2000])
     sys.stdout.flush()
-    os.write(1, (json.dumps({"ok": ok, "seconds": time.time() - t0, "error": err}) + "\n").encode())
+    left = sandbox.kill_rest_of_group()
+    os.write(1, (json.dumps({"ok": ok, "seconds": time.time() - t0, "error": err, "killed_left_over": left}) +
+                 "\n").encode())
     os._exit(0 if ok else 1)
 
 

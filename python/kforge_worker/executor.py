@@ -52,12 +52,25 @@ class Reply(Exception):
         self.code, self.why = code, why
 
 
-# Functions torch itself replaces when a candidate uses torch.compile (Dynamo wraps them with
-# torch._disable_dynamo; the wrapper's __wrapped__ is the original).
+# Functions torch itself replaces or adds when a candidate uses torch.compile: Dynamo wraps some
+# with torch._disable_dynamo (the wrapper's __wrapped__ is the original) and patches
+# nn.Module.__init__/__setstate__ to track mutations, with functions defined in torch's own files.
+_TORCH_DIR = None
+
+
+def _from_torch(obj):
+    global _TORCH_DIR
+    if _TORCH_DIR is None:
+        import torch
+        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__func__", None), "__code__", None)
+    if code is None:
+        return isinstance(obj, (bool, int, str)) or obj is None  # Dynamo's flags and tags
+    return os.path.abspath(code.co_filename).startswith(_TORCH_DIR)
+
+
 def _benign_replacement(old, new):
-    w = getattr(new, "__wrapped__", None)
-    mod = getattr(new, "__module__", "") or ""
-    return w is old and mod.startswith("torch")
+    return getattr(new, "__wrapped__", None) is old or _from_torch(new)
 
 
 class Executor:
@@ -185,7 +198,7 @@ class Executor:
         now = guards.identity_objects(torch)
         changed = sorted(k for k, o in self.ids_objs.items() if now.get(k, o) is not o
                          and not _benign_replacement(o, now.get(k)))
-        added = [k for k in now if k not in self.ids_objs and guards.watched_addition(k)]
+        added = [k for k in now if k not in self.ids_objs and guards.watched_addition(k) and not _from_torch(now[k])]
         out = []
         if changed or added:
             names = changed + ["+" + k for k in added]
@@ -451,6 +464,9 @@ class Executor:
 def main(argv):
     rfd, wfd = int(argv[0]), int(argv[1])
     sandbox.die_with_parent()
+    # Non-dumpable: another process of the user (the candidate's, for the baseline executor) can
+    # neither write this one's memory through /proc/PID/mem nor open its descriptors.
+    sandbox.non_dumpable()
     denied = sandbox.install_seccomp()
     Executor(rfd, wfd, denied).serve()
     return 0

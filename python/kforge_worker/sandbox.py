@@ -41,6 +41,10 @@ def harden_judge():
     return {"non_dumpable": _prctl(PR_SET_DUMPABLE, 0), "subreaper": _prctl(PR_SET_CHILD_SUBREAPER, 1)}
 
 
+def non_dumpable():
+    return _prctl(PR_SET_DUMPABLE, 0)
+
+
 def die_with_parent():
     return _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
@@ -139,6 +143,22 @@ def signal_all(pids, sig):
             os.kill(pid, sig)
         except OSError:
             pass
+
+
+def kill_rest_of_group():
+    """SIGKILL to every other process of this process's group (what a build left running)."""
+    me, pgid = os.getpid(), os.getpgid(0)
+    if pgid != me:
+        return 0  # not a group of our own (started by hand from a script): leave the group alone
+    n = 0
+    for pid, (_, g, state) in all_processes().items():
+        if g == pgid and pid != me and state != "Z":
+            try:
+                os.kill(pid, signal.SIGKILL)
+                n += 1
+            except OSError:
+                pass
+    return n
 
 
 def signal_group(pgid, sig):
