@@ -390,6 +390,8 @@ TEST_F(CompileTest, NvccEnvironmentIsInTheKey) {
 }
 
 TEST_F(CompileTest, HostCompilerIdentity) {
+  ScopedEnv no_ccbin("NVCC_CCBIN", nullptr), no_prepend("NVCC_PREPEND_FLAGS", nullptr),
+      no_append("NVCC_APPEND_FLAGS", nullptr);
   CompileService svc(options());
   EXPECT_EQ(svc.host_compiler(), "gcc");
   if (nvcc_on_path()) EXPECT_FALSE(svc.host_compiler_version().empty());
