@@ -608,12 +608,25 @@ def scan_source(source, allow_streams=False, require_cuda_kernel=False, task_ste
     return s.findings
 
 
+def decode_source(raw):
+    """Source bytes as Python itself reads them (PEP 263: a BOM or a coding declaration, else
+    UTF-8), or None when they are not text in that encoding."""
+    import importlib.util
+    try:
+        return importlib.util.decode_source(raw)
+    except (SyntaxError, UnicodeDecodeError, LookupError, ValueError):
+        return None
+
+
 def task_policy(task_path):
     """The task's KFORGE = {...} declaration, read from its syntax tree (the task is not run)."""
     try:
         with open(task_path, "rb") as f:
-            tree = ast.parse(f.read().decode("utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            text = decode_source(f.read())
+        if text is None:
+            return {}
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError):
         return {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "KFORGE" for t in node.targets):
@@ -637,10 +650,10 @@ def main(argv):
     stem = os.path.splitext(os.path.basename(a.task))[0] if a.task else None
     with open(a.candidate, "rb") as f:
         raw = f.read()
-    try:
-        src = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        print(json.dumps({"findings": [{"rule": "not_text", "symbol": "", "line": 0, "text": "not UTF-8 text"}]}))
+    src = decode_source(raw)
+    if src is None:
+        print(json.dumps({"findings": [{"rule": "not_text", "symbol": "", "line": 0,
+                                        "text": "not text in its declared encoding (UTF-8 unless a PEP 263 coding line says otherwise)"}]}))
         return 0
     policy = task_policy(a.task) if a.task else {}
     require = a.require_cuda_kernel or bool(policy.get("require_cuda_kernel", False))

@@ -56,5 +56,19 @@ class ScanAgreement(unittest.TestCase):
             "KFORGE_SCAN_RULES", os.path.join(ROOT, "data", "scan-rules.json"))))
 
 
+class SourceEncodings(unittest.TestCase):
+    """A candidate is text in the encoding Python reads it in (PEP 263), not necessarily UTF-8."""
+
+    def test_declared_latin1_is_text(self):
+        raw = b"# -*- coding: latin-1 -*-\nimport torch\nNAME = 'caf\xe9'\nclass ModelNew(torch.nn.Module):\n    pass\n"
+        src = scan.decode_source(raw)
+        self.assertEqual(src.splitlines()[2], "NAME = 'caf\u00e9'")
+        self.assertEqual(scan.scan_source(src), [])
+
+    def test_undeclared_latin1_is_not_text(self):
+        self.assertIsNone(scan.decode_source(b"x = 'caf\xe9'\n"))
+        self.assertEqual(scan.decode_source(b"\xef\xbb\xbfx = 1\n"), "x = 1\n")  # a UTF-8 BOM is fine
+
+
 if __name__ == "__main__":
     unittest.main()
