@@ -27,7 +27,8 @@ Dist parse_dist(const std::string& s) {
   if (s == "uniform") return Dist::kUniform;
   if (s == "normal") return Dist::kNormal;
   if (s == "int" || s == "small-int") return Dist::kSmallInt;
-  KF_USAGE_ERROR("unknown input distribution '%s' (expected uniform, normal or int)", s.c_str());
+  if (s == "biased") return Dist::kBiased;
+  KF_USAGE_ERROR("unknown input distribution '%s' (expected uniform, normal, int or biased)", s.c_str());
 }
 
 std::string to_string(Dist d) {
@@ -35,6 +36,7 @@ std::string to_string(Dist d) {
     case Dist::kUniform: return "uniform";
     case Dist::kNormal: return "normal";
     case Dist::kSmallInt: return "int";
+    case Dist::kBiased: return "biased";
   }
   return "?";
 }

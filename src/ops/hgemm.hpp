@@ -41,12 +41,16 @@ enum class Dist {
   kUniform,   // uniform in [-1, 1]
   kNormal,    // standard normal
   kSmallInt,  // integers in [-2, 2]: fp32-accumulated products are exact (bit-exact checks)
+  kBiased,    // +-1 plus small positive offsets (ops/hgemm_gen.cuh): any precision below fp32
+              // accumulation errs systematically; operands only (fill_operands)
 };
 Dist parse_dist(const std::string& s);
 std::string to_string(Dist d);
 
 // Device-side generators (counter-based hash: the same seed gives the same values everywhere).
 void fill_random(__half* p, size_t n, Dist d, uint64_t seed, cudaStream_t s);
+// A and B of `p` from one distribution (every Dist, kBiased included) and one seed.
+void fill_operands(const HgemmProblem& p, __half* a, __half* b, Dist d, uint64_t seed, cudaStream_t s);
 // The fp16 NaN pattern 0x7E00 in every element: an element the candidate never writes fails.
 void poison_nan(__half* p, size_t n, cudaStream_t s);
 

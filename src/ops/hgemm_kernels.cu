@@ -5,33 +5,24 @@
 
 #include "gpu/cuda.hpp"
 #include "ops/hgemm.hpp"
+#include "ops/hgemm_gen.cuh"
 
 namespace kforge {
 namespace {
 
-__host__ __device__ inline uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-__device__ inline float unit_open(uint64_t bits) {  // (0, 1]
-  return (float((bits >> 40) & 0xffffff) + 1.0f) * (1.0f / 16777216.0f);
-}
+using gen::mix64;
 
 __global__ void fill_kernel(__half* p, size_t n, int dist, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = __float2half_rn(gen::value(dist, seed, i, false, 0, 0));
+}
+
+// A (row-major M x K) or B: the k of element i is i % K for A and for a TN B, i / N for an NN B.
+__global__ void fill_operand_kernel(__half* p, size_t n, int dist, uint64_t seed, bool is_a, int64_t k, int64_t ncols,
+                                    bool k_minor, uint64_t sign_seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const uint64_t h = mix64(seed ^ mix64(i));
-    float v;
-    if (dist == int(Dist::kUniform)) {
-      v = unit_open(h) * 2.0f - 1.0f;
-    } else if (dist == int(Dist::kNormal)) {
-      const float u1 = unit_open(h), u2 = unit_open(mix64(h));
-      v = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    } else {
-      v = float(int((h >> 33) % 5) - 2);
-    }
-    p[i] = __float2half_rn(v);
+    const int64_t kk = k_minor ? int64_t(i % uint64_t(k)) : int64_t(i / uint64_t(ncols));
+    p[i] = __float2half_rn(gen::value(dist, seed, i, is_a, kk, sign_seed));
   }
 }
 
@@ -160,6 +151,17 @@ int grid_for(size_t n, int block) {
 
 void fill_random(__half* p, size_t n, Dist d, uint64_t seed, cudaStream_t s) {
   fill_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, n, int(d), seed);
+  KF_CUDA_LAUNCHED();
+}
+
+void fill_operands(const HgemmProblem& p, __half* a, __half* b, Dist d, uint64_t seed, cudaStream_t s) {
+  const Shape& sh = p.shape;
+  const uint64_t sign_seed = gen::mix64(seed ^ 0x5157u);
+  fill_operand_kernel<<<grid_for(elems_a(sh), 256), 256, 0, s>>>(a, elems_a(sh), int(d), seed, true, sh.k, sh.k, true,
+                                                                 sign_seed);
+  KF_CUDA_LAUNCHED();
+  fill_operand_kernel<<<grid_for(elems_b(sh), 256), 256, 0, s>>>(b, elems_b(sh), int(d), gen::mix64(seed + 1), false,
+                                                                 sh.k, sh.n, p.layout == Layout::kTN, sign_seed);
   KF_CUDA_LAUNCHED();
 }
 
