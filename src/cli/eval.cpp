@@ -149,6 +149,13 @@ void register_eval(CLI::App& app) {
     const int rc = run_eval_worker();
     if (rc != 0) throw ExitStatus{rc};
   });
+  // The candidate-free process the judge times the baseline in; not for people.
+  CLI::App* baseline = app.add_subcommand("eval-baseline", "");
+  baseline->group("");
+  baseline->callback([] {
+    const int rc = run_baseline_executor();
+    if (rc != 0) throw ExitStatus{rc};
+  });
 }
 
 }  // namespace kforge

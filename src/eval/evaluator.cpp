@@ -185,6 +185,7 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
   req.samples = opts_.samples;
   req.seed = opts_.seed;
   req.skip_timing = opts_.skip_timing;
+  req.run_timeout_s = opts_.run_timeout_s;
   Verdict v;
   v.candidate = name;
   if (!worker) {
@@ -200,7 +201,9 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
     return v;
   }
   std::string line;
-  switch (worker->read_line(opts_.run_timeout_s, line)) {
+  // The judge bounds every request to the candidate's executor by run_timeout_s itself and answers
+  // with a verdict; this outer bound covers the judge (its baseline's auto-tuning included).
+  switch (worker->read_line(4 * opts_.run_timeout_s + 300, line)) {
     case WorkerProcess::Read::kTimeout: {
       worker->kill();
       worker.reset();

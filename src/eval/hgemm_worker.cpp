@@ -1,32 +1,51 @@
-// The eval worker (see hgemm_worker.hpp). Order of the checks for one candidate:
-//   load (local symbol binding) -> verification on three input distributions, each in buffers
-//   with guard bands, outputs poisoned, inputs checksummed, fresh contents in the same buffers ->
-//   determinism (same inputs twice, identical bytes) -> side-stream and thread checks ->
-//   paired timing against the best cuBLASLt algorithm with rotated inputs -> the outputs of the
-//   timed calls re-checked, inputs re-checksummed -> plausibility against the counted floor.
+// The judge (see hgemm_worker.hpp): a process that never loads candidate code. For one candidate:
+//   start a candidate executor (eval/executor.hpp: sandboxed, its own process group) -> load ->
+//   one arena shared with it and with the baseline executor (eval/arena.hpp) ->
+//   verification batches: every slot fresh inputs (normal, uniform, small integers, biased),
+//   a poisoned output, guard bands; the first batch behind a gate that holds the given stream
+//   (work that escapes it shows), the second on identical inputs (determinism) ->
+//   timing: rounds of (preroll, timed batch) per side in random order, each batch timed by this
+//   process's clock from request to reply, less the channel's own round trip; the side not running
+//   is stopped (SIGSTOP); before and after every batch the GPU is shown idle by a probe kernel;
+//   every output of every batch, timed or not, is checked -> the counted floor -> the verdict.
+// Nothing the executor says is believed beyond "you may look now": its replies carry the
+// request's nonce, and a reply from an executor that is exiting is void.
 #include "eval/hgemm_worker.hpp"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <iostream>
 #include <memory>
+#include <random>
+#include <sstream>
 
-#include "baselines/cublas.hpp"
+#include "core/files.hpp"
+#include "core/subprocess.hpp"
 #include "core/text.hpp"
-#include "eval/device_checks.hpp"
+#include "eval/arena.hpp"
+#include "eval/evaluator.hpp"
+#include "eval/judge_kernels.hpp"
 #include "eval/verdict.hpp"
+#include "eval/worker_process.hpp"
 #include "gpu/cuda.hpp"
 #include "gpu/device.hpp"
 #include "measure/ceilings.hpp"
+#include "measure/stats.hpp"
 #include "measure/timer.hpp"
 
 namespace kforge {
@@ -44,7 +63,8 @@ nlohmann::json to_json(const HgemmEvalRequest& r) {
           {"modes", r.modes},
           {"samples", r.samples},
           {"seed", r.seed},
-          {"skip_timing", r.skip_timing}};
+          {"skip_timing", r.skip_timing},
+          {"run_timeout_s", r.run_timeout_s}};
 }
 
 HgemmEvalRequest hgemm_request_from_json(const nlohmann::json& j) {
@@ -59,17 +79,30 @@ HgemmEvalRequest hgemm_request_from_json(const nlohmann::json& j) {
   r.samples = j.value("samples", 7);
   r.seed = j.value("seed", uint64_t(1));
   r.skip_timing = j.value("skip_timing", false);
+  r.run_timeout_s = j.value("run_timeout_s", 60.0);
   return r;
 }
+
 
 namespace {
 
 constexpr size_t kNoisyOutputBytes = 64 * 1024;
 constexpr size_t kExcerptBytes = 2048;
+constexpr int kSamplesPerOutput = 16;
 
-int thread_count() {
+double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+uint64_t os_random() {
+  uint64_t x = 0;
+  if (::getrandom(&x, sizeof x, 0) != ssize_t(sizeof x)) KF_RUNTIME_ERROR("getrandom failed: %s", std::strerror(errno));
+  return x;
+}
+
+std::string random_hex() { return strf("%016llx%016llx", (unsigned long long)os_random(), (unsigned long long)os_random()); }
+
+int count_dir(const std::string& path) {
   int n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
+  if (DIR* d = ::opendir(path.c_str())) {
     while (dirent* e = ::readdir(d))
       if (e->d_name[0] != '.') ++n;
     ::closedir(d);
@@ -77,379 +110,735 @@ int thread_count() {
   return n;
 }
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-
-// A loaded candidate; dlclose on destruction.
-struct Candidate {
-  void* handle = nullptr;
-  kforge_hgemm_fn fn = nullptr;
-  kforge_hgemm_workspace_size_fn ws_fn = nullptr;
-  bool keep_loaded = false;  // a thread of its own may still run its code: never unload it
-  ~Candidate() {
-    if (handle && !keep_loaded) ::dlclose(handle);
-  }
-};
-
-// The candidate's stdout/stderr, captured in a file between requests.
-class OutputCapture {
- public:
-  OutputCapture() {
-    char path[] = "/tmp/kforge-worker-out-XXXXXX";
-    fd_ = ::mkstemp(path);
-    if (fd_ < 0) KF_RUNTIME_ERROR("cannot create the worker's output capture file");
-    ::unlink(path);
-  }
-  int fd() const { return fd_; }
-  // Excerpt and size of what was printed since the last call; then empties the file.
-  std::pair<std::string, size_t> take() {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    struct stat st {};
-    ::fstat(fd_, &st);
-    std::string excerpt(std::min<size_t>(size_t(st.st_size), kExcerptBytes), '\0');
-    if (!excerpt.empty()) {
-      const ssize_t got = ::pread(fd_, excerpt.data(), excerpt.size(), 0);
-      excerpt.resize(got > 0 ? size_t(got) : 0);
+// Processes whose process group is `pgid`, other than `except`.
+int group_members(pid_t pgid, pid_t except) {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(d)) {
+      const pid_t pid = pid_t(std::atoi(e->d_name));
+      if (pid <= 0 || pid == except) continue;
+      std::ifstream f(strf("/proc/%d/stat", int(pid)));
+      std::string stat;
+      std::getline(f, stat);
+      const size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(stat.substr(close + 2));
+      std::string state;
+      long ppid = 0, pgrp = 0;
+      rest >> state >> ppid >> pgrp;
+      if (pgrp == pgid && state != "Z") ++n;
     }
-    if (::ftruncate(fd_, 0) != 0) { /* nothing useful to do */ }
-    ::lseek(fd_, 0, SEEK_SET);
-    return {excerpt, size_t(st.st_size)};
+    ::closedir(d);
   }
+  return n;
+}
 
- private:
-  int fd_ = -1;
+bool process_running(pid_t pid) {
+  std::ifstream f(strf("/proc/%d/stat", int(pid)));
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+}
+
+// A symbol the candidate's shared object defines that belongs to the CUDA runtime or driver, a
+// vendor library, or the C library's clocks, loading, threads and processes: defining one is an
+// attempt to interpose on whoever calls it (empty when there is none).
+std::string interposed_symbol(const std::string& so) {
+  ProcessOptions o;
+  o.timeout_s = 30;
+  const ProcessResult r = run_process({"nm", "-D", "--defined-only", so}, o);
+  if (!r.ok()) return "";
+  static const char* const kExact[] = {"clock_gettime", "gettimeofday", "time", "clock", "nanosleep", "usleep",
+                                       "sleep", "clock_nanosleep", "dlopen", "dlsym", "dlmopen", "dlclose",
+                                       "pthread_create", "fork", "vfork", "execve", "write", "read", "open",
+                                       "openat", "getenv", "exit", "_exit", "abort", "mmap", "mprotect", "syscall",
+                                       "ioctl", "sched_yield"};
+  for (const std::string& line : split(r.out, '\n')) {
+    std::string name = std::string(trim(line.substr(line.rfind(' ') == std::string::npos ? 0 : line.rfind(' ') + 1)));
+    if (const size_t at = name.find('@'); at != std::string::npos) name.resize(at);
+    if (name.empty()) continue;
+    auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+    const bool vendor = (starts("cuda") && name.size() > 4 && std::isupper((unsigned char)name[4])) ||
+                        (starts("cu") && name.size() > 3 && std::isupper((unsigned char)name[2]) &&
+                         std::islower((unsigned char)name[3])) ||
+                        starts("cublas") || starts("cudnn") || starts("nvrtc") || starts("nccl") || starts("cupti");
+    bool libc = false;
+    for (const char* e : kExact) libc |= name == e;
+    if (vendor || libc) return name;
+  }
+  return "";
+}
+
+// A vendor GEMM or deep-learning library mapped into `pid` (empty when none).
+std::string forbidden_library(pid_t pid) {
+  std::ifstream maps(strf("/proc/%d/maps", int(pid)));
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t slash = line.rfind('/');
+    if (slash == std::string::npos) continue;
+    const std::string lib = line.substr(slash + 1);
+    for (const char* bad : {"libcublas", "libcudnn", "libcutlass", "libtorch", "libcaffe2", "libnvblas", "libcusparseLt"})
+      if (lib.rfind(bad, 0) == 0) return lib;
+  }
+  return "";
+}
+
+// (size, mtime) of every file under kforge's cache folder, to see whether a candidate changed one.
+std::map<std::string, std::pair<uintmax_t, int64_t>> cache_listing() {
+  std::map<std::string, std::pair<uintmax_t, int64_t>> out;
+  std::error_code ec;
+  const std::string dir = cache_dir();
+  if (!std::filesystem::is_directory(dir, ec)) return out;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0) continue;
+    out[it->path().string()] = {uintmax_t(st.st_size), int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  }
+  return out;
+}
+
+// A failure of an executor: the candidate's verdict gets `code`.
+struct ExecFailure {
+  std::string code, why;
 };
 
-struct WorkerState {
-  DeviceInfo dev;
-  Stream stream;
-  CublasHandles handles;
-  Ceilings ceilings;
-  // The auto-tuned baseline per problem, tuned once per worker, and how it was chosen.
-  struct Baseline {
-    cublasLtMatmulAlgo_t algo;
-    std::string description;
-  };
-  std::map<std::string, Baseline> baselines;
-};
-
-// A fatal condition: the CUDA context may be unusable; the verdict is sent and the worker exits.
+// A judge-side fault (its own CUDA context): the judge exits after the verdict.
 struct Fatal {
   std::string code, why;
 };
 
-void check_cuda_after_call(cudaStream_t s, Verdict& v, const std::string& when) {
-  cudaError_t launch = cudaGetLastError();
-  cudaError_t sync = cudaStreamSynchronize(s);
-  if (sync != cudaSuccess) {
-    // Errors surfacing at synchronisation are sticky: the context is gone.
-    throw Fatal{reason::kCudaError, strf("%s: %s (%s)", when.c_str(), cudaGetErrorName(sync), cudaGetErrorString(sync))};
-  }
-  if (launch != cudaSuccess)
-    v.reject(reason::kCudaError, strf("%s: %s (%s)", when.c_str(), cudaGetErrorName(launch), cudaGetErrorString(launch)));
+std::string self_dir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, size_t(n));
+  return p.substr(0, p.rfind('/'));
 }
 
-class HgemmJudge {
+// One executor process and its channel.
+class Executor {
  public:
-  HgemmJudge(WorkerState& w, const HgemmEvalRequest& r, Candidate& c, Verdict& v)
-      : w_(w), r_(r), p_(r.problem), c_(c), v_(v), s_(w.stream.get()) {}
+  Executor(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string what)
+      : what_(std::move(what)) {
+    char path[] = "/tmp/kforge-executor-out-XXXXXX";
+    out_fd_ = ::mkstemp(path);
+    if (out_fd_ < 0) KF_RUNTIME_ERROR("cannot create the executor's output file");
+    ::unlink(path);
+    ::fcntl(out_fd_, F_SETFD, FD_CLOEXEC);
+    proc_ = std::make_unique<WorkerProcess>(argv, env, out_fd_, true);
+  }
+  ~Executor() {
+    if (proc_) proc_->kill();
+    if (out_fd_ >= 0) ::close(out_fd_);
+  }
+  pid_t pid() const { return proc_ ? proc_->pid() : -1; }
 
-  void run() {
-    const Shape& sh = p_.shape;
-    ws_bytes_ = c_.ws_fn ? c_.ws_fn(abi_problem()) : 0;
-    if (ws_bytes_ > (size_t(8) << 30)) {
-      v_.reject(reason::kCandidateError, strf("asks for %s of workspace", human_bytes(double(ws_bytes_)).c_str()));
-      return;
+  // Sends `req` with a fresh nonce; the reply must answer it. `wall_us`: request to reply, by
+  // this process's clock.
+  nlohmann::json request(nlohmann::json req, double timeout_s, double* wall_us = nullptr) {
+    if (!proc_ || proc_->pid() <= 0) throw ExecFailure{reason::kCrashed, "the " + what_ + " is gone"};
+    resume();  // it may have been stopped while the other side ran
+    const std::string nonce = random_hex();
+    req["nonce"] = nonce;
+    const std::string line = req.dump();
+    const double t0 = now_us();
+    if (!proc_->send(line)) throw ExecFailure{reason::kCrashed, "the " + what_ + " could not be reached: " + end()};
+    std::string got;
+    switch (proc_->read_line(timeout_s, got)) {
+      case WorkerProcess::Read::kTimeout:
+        throw ExecFailure{reason::kTimeout, strf("the %s did not answer within %.0f s: the candidate hangs or is far "
+                                                 "too slow; it was killed (%s)",
+                                                 what_.c_str(), timeout_s, end().c_str())};
+      case WorkerProcess::Read::kEof:
+        throw ExecFailure{reason::kCrashed, "the " + what_ + " died while running the candidate: " + end()};
+      case WorkerProcess::Read::kLine:
+        break;
     }
-    Guarded a(elems_a(sh) * 2, "A"), b(elems_b(sh) * 2, "B"), c(elems_c(sh) * 2, "C"), ws(ws_bytes_, "workspace");
-    const int threads_before = thread_count();
-
-    // Three distributions, fresh contents in the same buffers: caches keyed on pointers fail.
-    const Dist dists[] = {Dist::kNormal, Dist::kSmallInt, Dist::kUniform};
-    uint64_t last_output = 0;
-    for (int i = 0; i < 3 && v_.reasons.empty(); ++i) {
-      a.arm(s_), b.arm(s_), c.arm(s_), ws.arm(s_);
-      fill_random(a.as<__half>(), elems_a(sh), dists[i], r_.seed * 1000 + 2 * i, s_);
-      fill_random(b.as<__half>(), elems_b(sh), dists[i], r_.seed * 1000 + 2 * i + 1, s_);
-      const uint64_t in_sum = inputs_checksum(a, b, s_);
-      verify_once(a, b, c, ws, dists[i], in_sum, strf("%s inputs", to_string(dists[i]).c_str()));
-      if (i == 2 && v_.reasons.empty()) last_output = device_checksum(c.ptr(), c.bytes(), s_);
+    const double t1 = now_us();
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(got);
+    } catch (const std::exception&) {
+      throw ExecFailure{reason::kForgedReply, "the " + what_ + " wrote a line that is not a reply: " +
+                                                  got.substr(0, 120) + " (" + end() + ")"};
     }
-    // Determinism: the same inputs again, identical bytes out.
-    if (v_.reasons.empty()) {
-      const uint64_t in_sum = inputs_checksum(a, b, s_);
-      verify_once(a, b, c, ws, Dist::kUniform, in_sum, "uniform inputs, second run");
-      if (v_.reasons.empty() && device_checksum(c.ptr(), c.bytes(), s_) != last_output)
-        v_.reject(reason::kNondeterministic, "two runs on identical inputs gave different outputs");
+    if (!j.is_object() || j.value("nonce", std::string()) != nonce)
+      throw ExecFailure{reason::kForgedReply,
+                        "a reply that answers no request of the judge (wrong or missing nonce): " + got.substr(0, 120)};
+    if (!process_running(proc_->pid()))
+      throw ExecFailure{reason::kCrashed, "the " + what_ + " answered and exited: a reply from an exiting executor "
+                                          "is void (" + end() + ")"};
+    if (wall_us) *wall_us = t1 - t0;
+    return j;
+  }
+  int threads() const { return count_dir(strf("/proc/%d/task", int(pid()))); }
+  int others_in_group() const { return group_members(pid(), pid()); }
+  void stop() const {
+    if (pid() > 0) ::kill(-pid(), SIGSTOP);
+  }
+  void resume() const {
+    if (pid() > 0) ::kill(-pid(), SIGCONT);
+  }
+  // What it printed since the last call (excerpt, size); then empties the file.
+  std::pair<std::string, size_t> take_output() {
+    struct stat st {};
+    ::fstat(out_fd_, &st);
+    std::string excerpt(std::min<size_t>(size_t(st.st_size), kExcerptBytes), '\0');
+    if (!excerpt.empty()) {
+      const ssize_t got = ::pread(out_fd_, excerpt.data(), excerpt.size(), 0);
+      excerpt.resize(got > 0 ? size_t(got) : 0);
     }
-    if (!v_.reasons.empty() || r_.skip_timing) return finish_threads(threads_before);
-    side_stream_check(a, b, c, ws);
-    if (!v_.reasons.empty()) return;
-    time_against_baseline();
-    finish_threads(threads_before);
+    if (::ftruncate(out_fd_, 0) != 0) { /* nothing useful to do */ }
+    return {excerpt, size_t(st.st_size)};
+  }
+  std::string end() {
+    if (!proc_) return "ended";
+    resume();
+    std::string how = proc_->kill();
+    if (how.find("signal 31") != std::string::npos)
+      how += ": the sandbox killed it for a forbidden system call (a new process or program, a debugger, "
+             "another process's memory)";
+    return how;
+  }
+  void quit() {
+    if (!proc_) return;
+    resume();
+    proc_->send(R"({"op":"quit"})");
+    proc_->wait_exit();
+    proc_.reset();
   }
 
  private:
-  const kforge_hgemm_problem* abi_problem() {
-    abi_ = p_.abi();
-    return &abi_;
-  }
+  std::string what_;
+  int out_fd_ = -1;
+  std::unique_ptr<WorkerProcess> proc_;
+};
 
-  int call(const void* a, const void* b, void* c, void* ws, cudaStream_t s) {
-    kforge_hgemm_args args{};
-    args.problem = p_.abi();
-    args.a = a;
-    args.b = b;
-    args.c = c;
-    args.workspace = ws_bytes_ ? ws : nullptr;
-    args.workspace_bytes = ws_bytes_;
+std::string problem_key(const HgemmProblem& p) {
+  return p.shape.str() + std::string(to_string(p.layout)) + std::string(to_string(p.acc));
+}
+
+nlohmann::json problem_json(const HgemmProblem& p) {
+  return {{"m", p.shape.m}, {"n", p.shape.n}, {"k", p.shape.k}, {"layout", int(p.abi().layout)}, {"acc", int(p.abi().acc)}};
+}
+
+struct WorkerState {
+  DeviceInfo dev;
+  Stream stream;
+  Ceilings ceilings;
+  double idle_probe_us = 0;  // a 20 us probe kernel's host-seen latency on an idle GPU
+  std::string baseline_key;
+  std::unique_ptr<Executor> baseline;
+  std::string baseline_description;
+  std::vector<std::string> env;
+  bool ceilings_tampered = false;
+};
+
+double probe_once(cudaStream_t s) {
+  const double t0 = now_us();
+  launch_spin(20000, s);
+  KF_CUDA(cudaStreamSynchronize(s));
+  return now_us() - t0;
+}
+
+// The batch a request names: slots in call order, the distribution of each, a seed.
+struct Batch {
+  std::vector<int> order;
+  std::vector<unsigned char> dists;
+  uint64_t seed = 0;
+};
+
+const Dist kDists[] = {Dist::kNormal, Dist::kUniform, Dist::kSmallInt, Dist::kBiased};
+
+class Judge {
+ public:
+  Judge(WorkerState& w, const HgemmEvalRequest& r, Verdict& v) : w_(w), r_(r), p_(r.problem), v_(v), s_(w.stream.get()) {}
+
+  void run() {
+    const auto cache_before = cache_listing();
     try {
-      return c_.fn(&args, s);
-    } catch (...) {
-      return -1000;  // a C++ exception out of a C entry point
+      run_checked();
+    } catch (const ExecFailure& f) {
+      v_.reject(f.code, f.why);
     }
-  }
-
-  CheckResult check(const __half* a, const __half* b, const __half* c, uint64_t seed) {
-    const double work = p_.shape.flops();
-    if (work <= 4e9) return check_full_gpu(p_, a, b, c, s_);
-    return check_sampled_gpu(p_, a, b, c, 1024, seed, s_);
-  }
-
-  void verify_once(Guarded& a, Guarded& b, Guarded& c, Guarded& ws, Dist dist, uint64_t in_sum, const std::string& what) {
-    poison_nan(c.as<__half>(), elems_c(p_.shape), s_);
-    KF_CUDA(cudaStreamSynchronize(s_));
-    const int rc = call(a.ptr(), b.ptr(), c.ptr(), ws.ptr(), s_);
-    check_cuda_after_call(s_, v_, what);
-    if (rc != 0) return v_.reject(reason::kCandidateError, strf("returned %d on %s", rc, what.c_str()));
-    if (!v_.reasons.empty()) return;
-    if (const uint64_t bad = a.damaged(s_) + b.damaged(s_) + c.damaged(s_) + ws.damaged(s_))
-      return v_.reject(reason::kOutOfBounds, strf("%llu guard-band bytes around A, B, C or the workspace changed (%s)",
-                                                  (unsigned long long)bad, what.c_str()));
-    if (inputs_checksum(a, b, s_) != in_sum) return v_.reject(reason::kInputMutated, "the inputs changed during the call (" + what + ")");
-    CheckResult res = check(a.as<__half>(), b.as<__half>(), c.as<__half>(), r_.seed + 99);
-    if (!res.ok()) {
-      // Right only once the whole device is idle: the work ran outside the given stream.
-      KF_CUDA(cudaDeviceSynchronize());
-      CheckResult later = check(a.as<__half>(), b.as<__half>(), c.as<__half>(), r_.seed + 99);
-      if (later.ok())
-        return v_.reject(reason::kSideStream, "the output was complete only after a device-wide synchronisation (" + what + ")");
-      if (res.nonfinite > 0)
-        return v_.reject(reason::kUnwrittenOutput, strf("%s (%s)", res.describe().c_str(), what.c_str()));
-      return v_.reject(reason::kWrongResult, strf("%s (%s)", res.describe().c_str(), what.c_str()));
+    if (cand_ && cand_->pid() > 0 && process_running(cand_->pid()))
+      if (const std::string lib = forbidden_library(cand_->pid()); !lib.empty())
+        v_.reasons.insert(v_.reasons.begin(), reason::kForbiddenCall),
+            v_.message = "the candidate loaded " + lib + " (a vendor library) into its process";
+    if (cand_) {
+      auto [excerpt, printed] = cand_->take_output();
+      if (printed > kNoisyOutputBytes) v_.flags.push_back("noisy_output");
+      if (printed) v_.details["output"] = {{"bytes", printed}, {"excerpt", excerpt}};
+      if (v_.reasons.empty() && cand_->pid() > 0 && cand_->others_in_group() > 0)
+        v_.reject(reason::kChildProcess, strf("the candidate's executor left %d other process(es) in its group",
+                                              cand_->others_in_group()));
+      cand_->quit();
+      cand_.reset();
     }
-    // Small integers are exact in fp32 accumulation while every |C| <= 2048 (fp16's exact range).
-    if (dist == Dist::kSmallInt && p_.acc == Acc::kF32 && 4 * p_.shape.k <= 2048 && !res.exact)
-      return v_.reject(reason::kWrongResult, "not bit-exact on small-integer inputs: " + res.describe());
-    v_.details["checks"].push_back({{"inputs", what}, {"checked", res.checked}, {"worst_error_over_bound", res.worst_ratio}});
-  }
-
-  // Stream-event time against device-wide-sync time of the same back-to-back calls.
-  void side_stream_check(Guarded& a, Guarded& b, Guarded& c, Guarded& ws) {
-    Event start, stop;
-    auto once = [&] {
-      if (call(a.ptr(), b.ptr(), c.ptr(), ws.ptr(), s_) != 0) v_.reject(reason::kCandidateError, "returned non-zero while timed");
-    };
-    KF_CUDA(cudaDeviceSynchronize());
-    start.record(s_);
-    once();
-    stop.record(s_);
-    const double one_ms = elapsed_ms(start, stop);
-    KF_CUDA(cudaDeviceSynchronize());
-    const int n = std::clamp(int(2.0 / std::max(one_ms, 0.005)), 5, 200);
-    start.record(s_);
-    for (int i = 0; i < n; ++i) once();
-    stop.record(s_);
-    const double stream_ms = elapsed_ms(start, stop);
-    KF_CUDA(cudaDeviceSynchronize());
-    const double t0 = now_s();
-    for (int i = 0; i < n; ++i) once();
-    KF_CUDA(cudaDeviceSynchronize());
-    const double device_ms = (now_s() - t0) * 1e3;
-    check_cuda_after_call(s_, v_, "side-stream check");
-    v_.details["stream_vs_device"] = {{"calls", n}, {"stream_ms", stream_ms}, {"device_ms", device_ms}};
-    if (device_ms > 1.5 * stream_ms + 0.2)
-      v_.reject(reason::kSideStream, strf("%d calls took %.3f ms by the given stream's events but %.3f ms until the "
-                                          "device was idle: work escaped the stream",
-                                          n, stream_ms, device_ms));
-  }
-
-  void finish_threads(int before) {
-    const int after = thread_count();
-    if (after > before)
-      v_.reject(reason::kBackgroundThread, strf("the worker had %d threads before the candidate ran and %d after", before, after));
-  }
-
-  void time_against_baseline() {
-    const Shape& sh = p_.shape;
-    // Rotated input sets with different contents, more than 3x L2 where memory allows.
-    const size_t set_in = (elems_a(sh) + elems_b(sh)) * 2, set_out = elems_c(sh) * 2;
-    const double want = 3.2 * double(w_.dev.l2_bytes) / double(set_in + set_out);
-    const size_t sets = size_t(std::clamp(std::ceil(want), 2.0, 4096.0));
-    DeviceBuffer inputs(sets * set_in, "timing inputs"), out_c(sets * set_out, "candidate outputs"),
-        out_b(sets * set_out, "baseline outputs"), ws(std::max<size_t>(ws_bytes_, 1), "timing workspace");
-    fill_random(inputs.as<__half>(), sets * set_in / 2, Dist::kUniform, r_.seed * 7919 + 5, s_);
-    poison_nan(out_c.as<__half>(), sets * set_out / 2, s_);
-    const uint64_t in_sum = device_checksum(inputs.get(), inputs.bytes(), s_);
-    auto a_of = [&](int64_t i) { return inputs.as<char>() + size_t(i % int64_t(sets)) * set_in; };
-    auto b_of = [&](int64_t i) { return a_of(i) + elems_a(sh) * 2; };
-    auto c_of = [&](const DeviceBuffer& o, int64_t i) { return o.as<char>() + size_t(i % int64_t(sets)) * set_out; };
-    // The call indices the candidate itself got (the timer numbers every call, baseline's too).
-    std::vector<int64_t> cand_calls;
-    bool bad_rc = false;
-    Launch cand = [&](cudaStream_t st, int64_t i) {
-      cand_calls.push_back(i);
-      if (call(a_of(i), b_of(i), c_of(out_c, i), ws.get(), st) != 0) bad_rc = true;
-    };
-    LtPlan plan(w_.handles, p_);
-    const cublasLtMatmulAlgo_t algo = best_baseline_algo(plan, a_of(0), b_of(0), c_of(out_b, 0));
-    Launch base = [&](cudaStream_t st, int64_t i) {
-      plan.run(algo, {reinterpret_cast<const __half*>(a_of(i)), reinterpret_cast<const __half*>(b_of(i)),
-                      reinterpret_cast<__half*>(c_of(out_b, i))},
-               st);
-    };
-    Timer timer(s_, w_.dev.l2_bytes, r_.seed);
-    const double floor = counted_floor_us(sh.flops(), hgemm_bytes(sh), w_.ceilings,
-                                          double(sets) * double(set_in + set_out) >= 3.0 * double(w_.dev.l2_bytes)
-                                              ? 0.0
-                                              : double(w_.dev.l2_bytes));
-    v_.details["timing"] = {{"input_sets", sets}, {"floor_us", floor}, {"baseline", w_.baselines.at(key()).description}};
-    for (const std::string& mode_name : r_.modes) {
-      TimingConfig cfg;
-      cfg.mode = parse_mode(mode_name);
-      cfg.samples = r_.samples;
-      cfg.preroll = true;
-      PairedTiming t;
-      bool settled = false;
-      for (int attempt = 0; attempt < 3 && !settled; ++attempt) {
-        try {
-          t = timer.time_paired(cand, base, cfg);
-        } catch (const Error& e) {
-          if (cfg.mode == Mode::kGraph) {  // a candidate that cannot be captured is not rejected for it
-            cudaGetLastError();
-            v_.flags.push_back("not_graph_capturable");
-            settled = true;
-            t = {};
-            break;
-          }
-          throw;
-        }
-        const double speedup = 1.0 / t.ratio.median;
-        settled = t.ratio.rel_spread() <= 0.25 && speedup < 50;
+    if (w_.baseline) {
+      w_.baseline->resume();
+      try {  // the baseline lets go of this candidate's arena (an open mapping keeps it allocated)
+        w_.baseline->request({{"op", "unmap"}}, 60);
+      } catch (const ExecFailure&) {
+        w_.baseline.reset();
       }
-      check_cuda_after_call(s_, v_, mode_name + " timing");
-      if (bad_rc) v_.reject(reason::kCandidateError, "returned non-zero during timing");
-      if (t.a.samples_us.empty()) continue;
-      std::vector<double> speedups;
-      for (size_t i = 0; i < t.a.samples_us.size(); ++i) speedups.push_back(t.b.samples_us[i] / t.a.samples_us[i]);
-      v_.speedup[mode_name] = summarize(speedups);
-      // A noisy ratio matters when it could make a win: a correct candidate whose every sample but the top
-      // decile is slower than the baseline keeps its (small) speed-up, flagged, rather than scoring zero.
-      if (!settled && v_.speedup[mode_name].p90 < 1.0)
-        v_.flags.push_back("noisy_timing");
-      else if (!settled)
-        v_.reject(reason::kUnstableTiming,
-                  strf("%s: the candidate/baseline ratio did not settle (median %.3f, spread %.0f%%) after 3 attempts",
-                       mode_name.c_str(), t.ratio.median, 100 * t.ratio.rel_spread()));
-      v_.candidate_us[mode_name] = t.a.per_call_us;
-      v_.baseline_us[mode_name] = t.b.per_call_us;
-      if (cfg.mode != Mode::kGraph && t.a.per_call_us.median < 0.9 * floor)
-        v_.reject(reason::kImpossibleSpeed, strf("%s: %.2f us per call is under the counted floor of %.2f us",
-                                                 mode_name.c_str(), t.a.per_call_us.median, floor));
-      else if (t.a.per_call_us.median < floor)
-        v_.flags.push_back("near_floor");
     }
-    // The outputs of the candidate's last timed calls, checked against their own inputs.
-    std::sort(cand_calls.begin(), cand_calls.end());
-    cand_calls.erase(std::unique(cand_calls.begin(), cand_calls.end()), cand_calls.end());
-    for (size_t j = 0; j < 4 && j < cand_calls.size() && v_.reasons.empty(); ++j) {
-      const int64_t i = cand_calls[cand_calls.size() - 1 - j];
-      CheckResult res = check(reinterpret_cast<const __half*>(a_of(i)), reinterpret_cast<const __half*>(b_of(i)),
-                              reinterpret_cast<const __half*>(c_of(out_c, i)), r_.seed + 7 + j);
-      if (!res.ok()) v_.reject(reason::kTimedOutputWrong, "an output of a timed call is wrong: " + res.describe());
+    // Files of kforge's own (the ceilings cache, compiled objects) changed while the candidate ran.
+    const auto cache_after = cache_listing();
+    for (const auto& [path, st] : cache_before) {
+      auto it = cache_after.find(path);
+      if (it == cache_after.end() || it->second != st) {
+        v_.reasons.insert(v_.reasons.begin(), reason::kTampered);
+        v_.message = "a file of kforge's cache changed while the candidate ran: " + path;
+        if (path == ceilings_cache_path(w_.dev)) w_.ceilings_tampered = true;
+        break;
+      }
     }
-    if (device_checksum(inputs.get(), inputs.bytes(), s_) != in_sum)
-      v_.reject(reason::kInputMutated, "the timing inputs changed during the timed calls");
+    if (w_.ceilings_tampered) {  // put the judge's own measurement back
+      w_.ceilings_tampered = false;
+      try {
+        save_ceilings(w_.dev, w_.ceilings);
+      } catch (const std::exception&) {
+      }
+    }
   }
 
-  std::string key() const {
-    return p_.shape.str() + std::string(to_string(p_.layout)) + std::string(to_string(p_.acc));
+ private:
+  void run_checked() {
+    const Shape& sh = p_.shape;
+    if (const std::string sym = interposed_symbol(r_.so_path); !sym.empty())
+      throw ExecFailure{reason::kForbiddenCall, "the candidate defines " + sym +
+                                                    ", a symbol of the CUDA runtime, a vendor library or the C "
+                                                    "library: interposing on it is forbidden"};
+    ensure_baseline();
+    std::string exe = std::getenv("KFORGE_EXECUTOR") ? std::getenv("KFORGE_EXECUTOR") : self_dir() + "/kforge-executor";
+    std::vector<std::string> env = w_.env;
+    env.push_back("CUDA_MODULE_LOADING=EAGER");  // no module loads behind the gate (see verify)
+    cand_ = std::make_unique<Executor>(std::vector<std::string>{exe}, env, "candidate's executor");
+    nlohmann::json hello = cand_->request({{"op", "hello"}}, 60);
+    if (hello.contains("error")) throw ExecFailure{reason::kInternalError, hello["error"].get<std::string>()};
+    threads_before_ = cand_->threads();
+    nlohmann::json load = cand_->request({{"op", "load"}, {"so", r_.so_path}, {"problem", problem_json(p_)}}, 60);
+    if (load.contains("error")) {
+      const std::string e = load["error"].get<std::string>();
+      const std::string code = e.rfind("load_error", 0) == 0            ? reason::kLoadError
+                               : e.rfind("missing_entry_point", 0) == 0 ? reason::kMissingEntryPoint
+                               : e.rfind("candidate_error", 0) == 0     ? reason::kCandidateError
+                                                                        : reason::kInternalError;
+      const size_t colon = e.find(": ");
+      throw ExecFailure{code, code == reason::kInternalError || colon == std::string::npos ? e : e.substr(colon + 2)};
+    }
+    ws_bytes_ = load.value("ws_bytes", size_t(0));
+    if (ws_bytes_ > (size_t(8) << 30))
+      throw ExecFailure{reason::kCandidateError, strf("asks for %s of workspace", human_bytes(double(ws_bytes_)).c_str())};
+    if (cand_->threads() > threads_before_)
+      v_.reject(reason::kBackgroundThread, strf("loading the candidate started %d thread(s)", cand_->threads() - threads_before_));
+    make_arena();
+    {
+      size_t total = 0;
+      KF_CUDA(cudaMemGetInfo(&free_after_load_, &total));
+    }
+    const double floor_guess = counted_floor_us(sh.flops(), hgemm_bytes(sh), w_.ceilings, 0);
+    est_us_ = std::max(1.3 * floor_guess, 8.0);
+
+    verify();
+    if (!v_.reasons.empty() || r_.skip_timing) return;
+    for (const std::string& mode : r_.modes) {
+      time_mode(mode);
+      if (!v_.reasons.empty()) return;
+    }
+    const int after = cand_->threads();
+    v_.details["process"] = {{"threads_before", threads_before_}, {"threads_after", after}};
+    if (after > threads_before_)
+      v_.reject(reason::kBackgroundThread,
+                strf("the executor had %d threads before the candidate was loaded and %d after", threads_before_, after));
   }
 
-  // cuBLASLt auto-tuned: every algorithm its heuristic offers, timed briefly, the best kept; once
-  // per problem and worker (a batch judges many candidates of one problem).
-  cublasLtMatmulAlgo_t best_baseline_algo(const LtPlan& plan, const void* a, const void* b, void* c) {
-    if (auto it = w_.baselines.find(key()); it != w_.baselines.end()) return it->second.algo;
-    const auto algos = plan.heuristics(100);
-    if (algos.empty()) KF_RUNTIME_ERROR("cuBLASLt offers no algorithm for %s", p_.shape.str().c_str());
-    Timer timer(s_, w_.dev.l2_bytes, 3);
-    TimingConfig cfg;
-    cfg.samples = 3;
-    size_t best = 0;
-    double best_us = INFINITY;
-    const GemmOperands ops{static_cast<const __half*>(a), static_cast<const __half*>(b), static_cast<__half*>(c)};
-    for (size_t i = 0; i < algos.size(); ++i) {
-      if (!plan.run(algos[i].algo, ops, s_)) continue;
-      const double us = timer.time([&](cudaStream_t st, int64_t) { plan.run(algos[i].algo, ops, st); }, cfg).per_call_us.median;
-      if (us < best_us) best_us = us, best = i;
+  void ensure_baseline() {
+    const std::string key = problem_key(p_);
+    if (w_.baseline && w_.baseline_key == key) return;
+    if (w_.baseline) w_.baseline->quit();
+    w_.baseline.reset();
+    auto b = std::make_unique<Executor>(std::vector<std::string>{self_executable(), "eval-baseline"}, w_.env,
+                                        "baseline executor");
+    nlohmann::json hello = b->request({{"op", "hello"}}, 120);
+    nlohmann::json load = b->request({{"op", "load"}, {"problem", problem_json(p_)}}, 600);
+    if (hello.contains("error") || load.contains("error"))
+      throw Fatal{reason::kInternalError, "the baseline could not be prepared: " +
+                                              load.value("error", hello.value("error", std::string("?")))};
+    w_.baseline_description = load.value("description", std::string());
+    w_.baseline = std::move(b);
+    w_.baseline_key = key;
+  }
+
+  void make_arena() {
+    const Shape& sh = p_.shape;
+    size_t free_b = 0, total_b = 0;
+    KF_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    const double budget = std::min(0.3 * double(free_b), 32.0 * double(1ull << 30));
+    const ArenaLayout one = make_arena_layout(sh.m, sh.n, sh.k, int(p_.abi().layout), int(p_.abi().acc), 1, ws_bytes_);
+    const double est = std::max(1.3 * counted_floor_us(sh.flops(), hgemm_bytes(sh), w_.ceilings, 0), 8.0);
+    // A batch lasts about 8 ms of baseline-speed calls, one slot per call: 4 to 1024 slots.
+    uint64_t slots = uint64_t(std::clamp(std::ceil(8000.0 / est), 4.0, 1024.0));
+    slots = std::min<uint64_t>(slots, uint64_t(std::max(2.0, budget / double(one.slot_bytes))));
+    L_ = make_arena_layout(sh.m, sh.n, sh.k, int(p_.abi().layout), int(p_.abi().acc), slots, ws_bytes_);
+    if (double(L_.total) > 0.9 * double(free_b))
+      throw ExecFailure{reason::kOutOfMemory, strf("the arena of %s does not fit the GPU's free %s",
+                                                   human_bytes(double(L_.total)).c_str(), human_bytes(double(free_b)).c_str())};
+    arena_ = DeviceBuffer(L_.total, "arena");
+    slots_dev_ = DeviceBuffer(sizeof(int) * slots, "arena slot list");
+    dists_dev_ = DeviceBuffer(slots, "arena distributions");
+    checks_dev_ = DeviceBuffer(sizeof(SlotCheck) * slots, "arena checks");
+    KF_CUDA(cudaMemset(arena_.get(), kArenaGuardByte, L_.total));
+    cudaIpcMemHandle_t h{};
+    KF_CUDA(cudaIpcGetMemHandle(&h, arena_.get()));
+    std::string hex;
+    for (size_t i = 0; i < sizeof h; ++i) hex += strf("%02x", unsigned(reinterpret_cast<unsigned char*>(&h)[i]));
+    const nlohmann::json map = {{"op", "map"}, {"ipc", hex}, {"layout", to_json(L_)}};
+    for (Executor* e : {cand_.get(), w_.baseline.get()}) {
+      nlohmann::json rep = e->request(map, 60);
+      if (rep.contains("error")) throw ExecFailure{reason::kInternalError, rep["error"].get<std::string>()};
     }
-    w_.baselines[key()] = {algos[best].algo, strf("cuBLASLt auto-tuned (best of %zu): ", algos.size()) +
-                                                 describe_algo(algos[best].algo, algos[best].workspaceSize)};
-    return algos[best].algo;
+    rotation_bytes_ = double(slots) * double(one.slot_bytes);
+    floor_us_ = counted_floor_us(sh.flops(), hgemm_bytes(sh), w_.ceilings,
+                                 rotation_bytes_ >= 3.0 * double(w_.dev.l2_bytes) ? 0.0 : double(w_.dev.l2_bytes));
+    v_.details["timing"] = {{"slots", slots},
+                            {"rotated_bytes", rotation_bytes_},
+                            {"floor_us", floor_us_},
+                            {"baseline", w_.baseline_description},
+                            {"timed_by", "the judge's clock over whole batches, less the channel's round trip"}};
+  }
+
+  // `calls` slots drawn at random (0: the batch size chosen for this candidate), the first of them
+  // the previous batch's last: the same pointers as a call before, with fresh contents.
+  Batch new_batch(bool all_dists, size_t calls = 0) {
+    Batch b;
+    b.seed = os_random();
+    std::vector<int> all(L_.slots);
+    for (uint64_t i = 0; i < L_.slots; ++i) all[i] = int(i);
+    for (size_t i = all.size(); i > 1; --i) std::swap(all[i - 1], all[os_random() % i]);
+    if (last_slot_ >= 0)
+      std::swap(all[0], *std::find(all.begin(), all.end(), last_slot_));
+    all.resize(std::min<size_t>(calls ? calls : batch_calls_, all.size()));
+    b.order = all;
+    last_slot_ = b.order.back();
+    for (size_t i = 0; i < b.order.size(); ++i)
+      b.dists.push_back((unsigned char)(all_dists && i < 4 ? kDists[i] : kDists[os_random() % 4]));
+    if (all_dists)
+      for (size_t i = b.dists.size(); i > 1; --i) std::swap(b.dists[i - 1], b.dists[os_random() % i]);
+    return b;
+  }
+
+  void prepare(const Batch& b) {
+    KF_CUDA(cudaMemcpyAsync(slots_dev_.get(), b.order.data(), sizeof(int) * b.order.size(), cudaMemcpyHostToDevice, s_));
+    KF_CUDA(cudaMemcpyAsync(dists_dev_.get(), b.dists.data(), b.dists.size(), cudaMemcpyHostToDevice, s_));
+    arena_prepare(arena_.as<char>(), L_, slots_dev_.as<int>(), dists_dev_.as<unsigned char>(), int(b.order.size()), b.seed, s_);
+    arena_prepare_workspace(arena_.as<char>(), L_, os_random(), s_);
+    before_ = scan(b);
+  }
+
+  std::vector<SlotCheck> scan(const Batch& b) {
+    KF_CUDA(cudaMemcpyAsync(slots_dev_.get(), b.order.data(), sizeof(int) * b.order.size(), cudaMemcpyHostToDevice, s_));
+    arena_check(arena_.as<char>(), L_, slots_dev_.as<int>(), int(b.order.size()), kSamplesPerOutput, os_random(),
+                checks_dev_.as<SlotCheck>(), s_);
+    std::vector<SlotCheck> out(b.order.size());
+    KF_CUDA(cudaMemcpyAsync(out.data(), checks_dev_.get(), sizeof(SlotCheck) * out.size(), cudaMemcpyDeviceToHost, s_));
+    KF_CUDA(cudaStreamSynchronize(s_));
+    return out;
+  }
+
+  // The GPU is idle when a probe kernel of this process runs at its normal latency.
+  bool gpu_idle(double* seen = nullptr) {
+    double p = probe_once(s_);
+    if (p > w_.idle_probe_us + std::max(300.0, w_.idle_probe_us)) p = std::min(p, probe_once(s_));
+    if (seen) *seen = p;
+    return p <= w_.idle_probe_us + std::max(300.0, w_.idle_probe_us);
+  }
+
+  // Sends one batch to `e` (the other executor stopped), the GPU idle before and after.
+  nlohmann::json send(Executor& e, const nlohmann::json& req, double* wall_us) {
+    Executor& other = &e == cand_.get() ? *w_.baseline : *cand_;
+    other.stop();
+    e.resume();
+    double seen = 0;
+    if (!gpu_idle(&seen))
+      throw ExecFailure{reason::kGpuNotIdle, strf("the GPU was busy before a batch (a %.0f us probe took %.0f us): "
+                                                  "the candidate's work outlived its calls",
+                                                  20.0, seen)};
+    nlohmann::json rep = e.request(req, r_.run_timeout_s > 0 ? r_.run_timeout_s : 60.0, wall_us);
+    if (!gpu_idle(&seen))
+      throw ExecFailure{reason::kGpuNotIdle, strf("the GPU was still busy after the %s said done (a 20 us probe took "
+                                                  "%.0f us): work ran outside the calls it was timed on",
+                                                  &e == cand_.get() ? "candidate" : "baseline", seen)};
+    if (rep.contains("error")) throw ExecFailure{reason::kInternalError, rep["error"].get<std::string>()};
+    if (rep.value("sticky", false))
+      throw ExecFailure{reason::kCudaError, "a sticky CUDA error in the calls: " + rep.value("cuda", std::string())};
+    return rep;
+  }
+
+  // Every output of a batch, against everything the judge knows about it.
+  void judge_batch(const Batch& b, const nlohmann::json& rep, const std::string& what, bool timed,
+                   const std::vector<SlotCheck>* same_as = nullptr) {
+    if (!v_.reasons.empty()) return;
+    if (const int rc = rep.value("rc", 0); rc != 0) return v_.reject(reason::kCandidateError, strf("returned %d (%s)", rc, what.c_str()));
+    if (const std::string c = rep.value("cuda", std::string()); !c.empty())
+      return v_.reject(reason::kCudaError, strf("%s (%s)", c.c_str(), what.c_str()));
+    if (const uint64_t esc = rep.value("escaped", uint64_t(0)); esc > 0)
+      return v_.reject(reason::kSideStream, strf("%llu output elements were written while the given stream was held "
+                                                 "behind a gate: the work ran on another stream (%s)",
+                                                 (unsigned long long)esc, what.c_str()));
+    const std::vector<SlotCheck> after = scan(b);
+    if (const unsigned long long d = arena_workspace_damage(arena_.as<char>(), L_, s_))
+      return v_.reject(reason::kOutOfBounds, strf("%llu guard-band bytes around the workspace changed (%s)", d, what.c_str()));
+    const bool exact_ints = p_.acc == Acc::kF32 && 4 * p_.shape.k <= 2048;
+    double worst = 0;
+    for (size_t i = 0; i < after.size(); ++i) {
+      const SlotCheck& c = after[i];
+      const std::string where = strf("call %zu of %zu, %s inputs, %s", i + 1, after.size(),
+                                     to_string(Dist(b.dists[i])).c_str(), what.c_str());
+      float ratio;
+      std::memcpy(&ratio, &c.worst_bits, sizeof ratio);
+      worst = std::max(worst, double(ratio));
+      if (c.guard) return v_.reject(reason::kOutOfBounds, strf("%llu guard-band bytes around A, B or C changed (%s)", c.guard, where.c_str()));
+      if (c.in_hash != before_[i].in_hash) return v_.reject(reason::kInputMutated, "the inputs changed during the call (" + where + ")");
+      if (c.nonfinite)
+        return v_.reject(reason::kUnwrittenOutput, strf("%llu output elements are NaN or infinite: unwritten (%s)", c.nonfinite, where.c_str()));
+      if (c.bad)
+        return v_.reject(timed ? reason::kTimedOutputWrong : reason::kWrongResult,
+                         strf("%llu of %d sampled elements outside the %s tolerance, worst error %.3g x the bound (%s)",
+                              c.bad, kSamplesPerOutput, to_string(p_.acc).data(), double(ratio), where.c_str()));
+      if (exact_ints && Dist(b.dists[i]) == Dist::kSmallInt && c.inexact)
+        return v_.reject(timed ? reason::kTimedOutputWrong : reason::kWrongResult,
+                         "not bit-exact on small-integer inputs, which fp32 accumulation sums exactly (" + where + ")");
+      if (same_as && c.out_hash != (*same_as)[i].out_hash)
+        return v_.reject(reason::kNondeterministic, "two runs on identical inputs gave different outputs (" + where + ")");
+    }
+    // One output of the batch, drawn after the fact, checked in full (or 1024 samples when large).
+    const size_t pick = size_t(os_random() % after.size());
+    const char* base = arena_.as<char>() + uint64_t(b.order[pick]) * L_.slot_bytes;
+    const __half* a = reinterpret_cast<const __half*>(base + L_.a_off);
+    const __half* bb = reinterpret_cast<const __half*>(base + L_.b_off);
+    const __half* c = reinterpret_cast<const __half*>(base + L_.c_off);
+    const CheckResult full = p_.shape.flops() <= 4e9 ? check_full_gpu(p_, a, bb, c, s_)
+                                                     : check_sampled_gpu(p_, a, bb, c, 1024, os_random(), s_);
+    if (!full.ok())
+      return v_.reject(timed ? reason::kTimedOutputWrong : reason::kWrongResult,
+                       full.describe() + strf(" (call %zu, %s inputs, %s)", pick + 1,
+                                              to_string(Dist(b.dists[pick])).c_str(), what.c_str()));
+    checked_outputs_ += after.size();
+    worst_ratio_ = std::max(worst_ratio_, std::max(worst, full.worst_ratio));
+    last_after_ = after;
+  }
+
+  nlohmann::json run_req(const Batch& b, const std::string& mode, int hold_us = 0) {
+    return {{"op", "run"}, {"mode", mode}, {"order", b.order}, {"hold_us", hold_us}};
+  }
+
+  void verify() {
+    // 1: every distribution present. 2: the same inputs again behind a gate that holds the given
+    // stream (work that escapes it shows): identical outputs. The gate comes second, once the
+    // candidate's kernels are loaded (loading a module waits for the gate).
+    Batch b0 = new_batch(true, std::min<size_t>(8, L_.slots));
+    prepare(b0);
+    double wall0 = 0;
+    nlohmann::json rep = send(*cand_, run_req(b0, "offline"), &wall0);
+    judge_batch(b0, rep, "verification", false);
+    if (!v_.reasons.empty()) return;
+    // Batches of about 8 ms of this candidate's calls (by the judge's clock), 4 to all slots.
+    const double per_call = std::max(wall0 / double(b0.order.size()), 1.0);
+    batch_calls_ = size_t(std::clamp(std::ceil(8000.0 / per_call), 4.0, double(L_.slots)));
+    Batch b1 = new_batch(true);
+    prepare(b1);
+    rep = send(*cand_, run_req(b1, "offline"), nullptr);
+    judge_batch(b1, rep, "verification", false);
+    if (!v_.reasons.empty()) return;
+    const std::vector<SlotCheck> first = last_after_;
+    prepare(b1);
+    const int hold = int(std::clamp(3 * est_us_ + 1000.0, 2000.0, 200000.0));
+    rep = send(*cand_, run_req(b1, "offline", hold), nullptr);
+    judge_batch(b1, rep, "verification, identical inputs again, stream held", false, &first);
+    if (!v_.reasons.empty()) return;
+    // The baseline's own outputs pass the same checks (a judge that failed cuBLASLt would be wrong).
+    Batch bb = new_batch(true);
+    prepare(bb);
+    rep = send(*w_.baseline, run_req(bb, "offline"), nullptr);
+    Verdict probe;
+    std::swap(probe, v_);
+    judge_batch(bb, rep, "the baseline's calls", false);
+    std::swap(probe, v_);
+    if (!probe.reasons.empty()) throw Fatal{reason::kInternalError, "the baseline fails the judge's checks: " + probe.message};
+    v_.details["checks"] = {{"outputs_checked", checked_outputs_}, {"worst_error_over_bound", worst_ratio_}};
+    // Device memory the candidate took beyond its workspace and stayed holding: it would starve
+    // the judge and whatever runs next.
+    size_t free_now = 0, total = 0;
+    KF_CUDA(cudaMemGetInfo(&free_now, &total));
+    const double held = double(free_after_load_) - double(free_now);
+    if (held > double(size_t(4) << 30) + 2.0 * double(ws_bytes_))
+      v_.reject(reason::kOutOfMemory, strf("the candidate holds %s of device memory beyond the buffers it was given",
+                                           human_bytes(held).c_str()));
+  }
+
+  double channel_us(Executor& e, const std::string& mode) {
+    std::vector<double> xs;
+    Batch none;
+    for (int i = 0; i < 5; ++i) {
+      double wall = 0;
+      send(e, run_req(none, mode), &wall);
+      xs.push_back(wall);
+    }
+    std::sort(xs.begin(), xs.end());
+    return xs[xs.size() / 2];
+  }
+
+  // One sample of one side: an untimed preroll batch, then the timed batch; both checked.
+  double sample(Executor& e, const std::string& mode, const Batch* fixed_order) {
+    const bool is_cand = &e == cand_.get();
+    double per_call = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      Batch b = new_batch(false);
+      if (fixed_order) b.order = fixed_order->order;
+      prepare(b);
+      double wall = 0;
+      nlohmann::json rep = send(e, run_req(b, mode), &wall);
+      if (is_cand) {
+        judge_batch(b, rep, mode + (pass ? " timing" : " timing preroll"), true);
+      } else {
+        Verdict scratch;
+        std::swap(scratch, v_);
+        judge_batch(b, rep, "baseline", true);
+        std::swap(scratch, v_);
+        if (!scratch.reasons.empty()) throw Fatal{reason::kInternalError, "the baseline failed a check: " + scratch.message};
+      }
+      if (!v_.reasons.empty()) return 0;
+      per_call = std::max(wall - (is_cand ? cand_channel_ : base_channel_), 0.01) / double(b.order.size());
+    }
+    return per_call;
+  }
+
+  // Server mode: calls one at a time at exponentially distributed moments chosen here; each
+  // call's own event time counts only as far as this process's clock corroborates it.
+  double server_sample(Executor& e) {
+    const bool is_cand = &e == cand_.get();
+    Batch b = new_batch(false);
+    const size_t n = std::min<size_t>(b.order.size(), 8);
+    prepare(b);
+    std::vector<double> events, outside;
+    std::exponential_distribution<double> gap(1.0 / 500.0);
+    std::mt19937_64 rng(os_random());
+    for (size_t j = 0; j < n; ++j) {
+      const double until = now_us() + gap(rng);
+      while (now_us() < until) {
+      }
+      Batch one;
+      one.order = {b.order[j]};
+      double wall = 0;
+      nlohmann::json rep = send(e, run_req(one, "server"), &wall);
+      if (rep.value("rc", 0) != 0) {
+        v_.reject(reason::kCandidateError, "returned non-zero in server mode");
+        return 0;
+      }
+      const auto ev = rep.value("events_us", std::vector<double>{});
+      events.push_back(ev.empty() ? 0.0 : ev[0]);
+      outside.push_back(std::max(wall - (is_cand ? cand_channel_ : base_channel_), 0.0));
+    }
+    Batch used = b;
+    used.order.resize(n);
+    used.dists.resize(n);
+    before_.resize(n);
+    if (is_cand) judge_batch(used, {{"rc", 0}}, "server timing", true);
+    std::sort(events.begin(), events.end());
+    std::sort(outside.begin(), outside.end());
+    const double ev = events[n / 2], out = outside[n / 2];
+    if (is_cand && ev < out - std::max(30.0, 0.5 * out))
+      v_.reject(reason::kUncorroboratedTiming,
+                strf("server mode: the executor's events say %.2f us per call, the judge's clock %.2f us beyond the "
+                     "channel's own round trip",
+                     ev, out));
+    return ev;
+  }
+
+  void time_mode(const std::string& mode_name) {
+    const Mode mode = parse_mode(mode_name);
+    Batch fixed;
+    const Batch* order = nullptr;
+    const std::string wire = mode == Mode::kGraph ? "graph" : mode == Mode::kServer ? "server" : "offline";
+    if (mode == Mode::kGraph) {
+      fixed = new_batch(false);
+      const nlohmann::json cap = {{"op", "capture"}, {"order", fixed.order}};
+      nlohmann::json rc = cand_->request(cap, r_.run_timeout_s > 0 ? r_.run_timeout_s : 60.0);
+      if (rc.contains("error")) {
+        v_.flags.push_back("not_graph_capturable");
+        return;
+      }
+      rc = w_.baseline->request(cap, 60);
+      if (rc.contains("error")) throw Fatal{reason::kInternalError, "the baseline cannot be captured in a graph"};
+      order = &fixed;
+    }
+    cand_channel_ = channel_us(*cand_, mode == Mode::kServer ? "server" : "offline");
+    base_channel_ = channel_us(*w_.baseline, mode == Mode::kServer ? "server" : "offline");
+    std::vector<double> cs, bs, ratios;
+    bool settled = false;
+    Summary ratio;
+    for (int attempt = 0; attempt < 3 && !settled; ++attempt) {
+      cs.clear(), bs.clear(), ratios.clear();
+      for (int round = 0; round < r_.samples; ++round) {
+        double c = 0, b = 0;
+        const bool cand_first = os_random() & 1;
+        for (int side = 0; side < 2; ++side) {
+          const bool cand_now = (side == 0) == cand_first;
+          Executor& e = cand_now ? *cand_ : *w_.baseline;
+          const double t = mode == Mode::kServer ? server_sample(e) : sample(e, wire, order);
+          if (!v_.reasons.empty()) return;
+          (cand_now ? c : b) = t;
+        }
+        cs.push_back(c), bs.push_back(b), ratios.push_back(c / b);
+      }
+      ratio = summarize(ratios);
+      settled = ratio.rel_spread() <= 0.25 && 1.0 / ratio.median < 50;
+    }
+    std::vector<double> speedups;
+    for (size_t i = 0; i < cs.size(); ++i) speedups.push_back(bs[i] / cs[i]);
+    v_.speedup[mode_name] = summarize(speedups);
+    v_.candidate_us[mode_name] = summarize(cs);
+    v_.baseline_us[mode_name] = summarize(bs);
+    v_.details["timing"]["channel_us"][mode_name] = {{"candidate", cand_channel_}, {"baseline", base_channel_}};
+    v_.details["checks"] = {{"outputs_checked", checked_outputs_}, {"worst_error_over_bound", worst_ratio_}};
+    if (!settled && v_.speedup[mode_name].p90 < 1.0)
+      v_.flags.push_back("noisy_timing");
+    else if (!settled)
+      v_.reject(reason::kUnstableTiming,
+                strf("%s: the candidate/baseline ratio did not settle (median %.3f, spread %.0f%%) after 3 attempts",
+                     mode_name.c_str(), ratio.median, 100 * ratio.rel_spread()));
+    const double med = v_.candidate_us[mode_name].median;
+    if (med < 0.9 * floor_us_)
+      v_.reject(reason::kImpossibleSpeed, strf("%s: %.2f us per call is under the counted floor of %.2f us",
+                                               mode_name.c_str(), med, floor_us_));
+    else if (med < floor_us_)
+      v_.flags.push_back("near_floor");
   }
 
   WorkerState& w_;
   const HgemmEvalRequest& r_;
   const HgemmProblem& p_;
-  Candidate& c_;
   Verdict& v_;
   cudaStream_t s_;
+  std::unique_ptr<Executor> cand_;
+  int threads_before_ = 0;
   size_t ws_bytes_ = 0;
-  kforge_hgemm_problem abi_{};
+  double est_us_ = 0, floor_us_ = 0, rotation_bytes_ = 0;
+  double cand_channel_ = 0, base_channel_ = 0;
+  ArenaLayout L_;
+  DeviceBuffer arena_, slots_dev_, dists_dev_, checks_dev_;
+  std::vector<SlotCheck> before_, last_after_;
+  int last_slot_ = -1;
+  size_t batch_calls_ = 8;  // calls per batch, from the candidate's own speed once it is known
+  size_t free_after_load_ = 0;
+  uint64_t checked_outputs_ = 0;
+  double worst_ratio_ = 0;
 };
-
-// Loads the candidate with local symbol binding; false (and a rejection) when it cannot be used.
-bool load_candidate(const HgemmEvalRequest& r, Candidate& c, Verdict& v) {
-  c.handle = ::dlopen(r.so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!c.handle) {
-    const char* e = ::dlerror();
-    v.reject(reason::kLoadError, std::string("dlopen failed: ") + (e ? e : "?"));
-    return false;
-  }
-  c.fn = reinterpret_cast<kforge_hgemm_fn>(::dlsym(c.handle, "kforge_hgemm"));
-  c.ws_fn = reinterpret_cast<kforge_hgemm_workspace_size_fn>(::dlsym(c.handle, "kforge_hgemm_workspace_size"));
-  if (!c.fn) {
-    v.reject(reason::kMissingEntryPoint, "the shared object does not define kforge_hgemm");
-    return false;
-  }
-  return true;
-}
-
-// Judges a loaded candidate; sets `fatal` when the worker must not go on.
-void judge_candidate(WorkerState& w, const HgemmEvalRequest& r, Candidate& c, Verdict& v, bool& fatal) {
-  size_t free_before = 0, total = 0;
-  cudaMemGetInfo(&free_before, &total);
-  try {
-    HgemmJudge(w, r, c, v).run();
-  } catch (const Fatal& f) {
-    v.reject(f.code, f.why);
-    fatal = true;
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    v.reject(what.find("out of GPU memory") != std::string::npos ? reason::kOutOfMemory : reason::kCudaError, what);
-    fatal = true;  // state unknown: start afresh
-  }
-  if (v.has_reason(reason::kBackgroundThread) || fatal) {
-    c.keep_loaded = true;  // the worker is replaced instead
-    fatal = true;
-  }
-  size_t free_after = 0;
-  if (cudaMemGetInfo(&free_after, &total) != cudaSuccess || free_after + total / 8 < free_before) {
-    v.flags.push_back("leaked_device_memory");
-    fatal = true;  // the memory goes back when this process exits
-  }
-}
 
 void write_line(int fd, const std::string& line) {
   std::string data = line + "\n";
@@ -467,11 +856,16 @@ void write_line(int fd, const std::string& line) {
 }  // namespace
 
 int run_eval_worker() {
-  // The protocol keeps a private copy of stdout; fds 1 and 2 go to the capture file.
-  const int proto = ::dup(1);
-  OutputCapture capture;
-  ::dup2(capture.fd(), 1);
-  ::dup2(capture.fd(), 2);
+  // The protocol keeps a private copy of stdout (close-on-exec: no executor inherits it); fds 1
+  // and 2 go to /dev/null (the judge prints nothing a verdict needs).
+  const int proto = ::fcntl(1, F_DUPFD_CLOEXEC, 10);
+  if (const int devnull = ::open("/dev/null", O_WRONLY); devnull >= 0) {
+    ::dup2(devnull, 1);
+    ::close(devnull);
+  }
+  // Nothing of this process is readable or writable through ptrace or /proc/PID/mem by an
+  // executor (the same user), whatever the system's ptrace policy.
+  if (!std::getenv("KFORGE_JUDGE_DUMPABLE")) ::prctl(PR_SET_DUMPABLE, 0);
   std::unique_ptr<WorkerState> w;
   std::string line;
   while (std::getline(std::cin, line)) {
@@ -484,32 +878,44 @@ int run_eval_worker() {
       id = req.id;
       Verdict v;
       v.candidate = req.name;
-      Candidate c;
-      if (load_candidate(req, c, v)) {
-        if (!w) {  // the GPU is set up on the first candidate that loads
-          require_gpu();
-          w = std::make_unique<WorkerState>();
-          w->dev = query_device(0);
-          w->ceilings = load_or_calibrate_ceilings(w->dev, w->stream.get(), false);
-          capture.take();  // the worker's own messages are not the candidate's output
+      if (!w) {
+        require_gpu();
+        w = std::make_unique<WorkerState>();
+        w->dev = query_device(0);
+        w->ceilings = load_or_calibrate_ceilings(w->dev, w->stream.get(), false);
+        // A cached ceiling a quick measurement beats was lowered (a lower ceiling lowers every
+        // counted floor): measure afresh, in this candidate-free process.
+        if (std::string why = ceilings_beaten(w->ceilings, w->dev, w->stream.get()); !why.empty()) {
+          std::fprintf(stderr, "kforge: the cached ceilings are too low (%s): recalibrating\n", why.c_str());
+          w->ceilings = load_or_calibrate_ceilings(w->dev, w->stream.get(), true);
         }
-        judge_candidate(*w, req, c, v, fatal);
+        std::vector<double> probes;
+        for (int i = 0; i < 9; ++i) probes.push_back(probe_once(w->stream.get()));
+        std::sort(probes.begin(), probes.end());
+        w->idle_probe_us = probes[4];
+      }
+      try {
+        Judge(*w, req, v).run();
+      } catch (const Fatal& f) {
+        v.reject(f.code, f.why);
+        fatal = true;
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        v.reject(what.find("out of GPU memory") != std::string::npos ? reason::kOutOfMemory : reason::kInternalError,
+                 what);
+        fatal = true;  // the judge's own state is unknown: start afresh
       }
       v.correct = v.reasons.empty();
-      auto [excerpt, printed] = capture.take();
-      if (printed > kNoisyOutputBytes) v.flags.push_back("noisy_output");
-      if (printed) v.details["output"] = {{"bytes", printed}, {"excerpt", excerpt}};
       reply = to_json(v);
     } catch (const std::exception& e) {
       Verdict v;
-      v.reject(reason::kInternalError, std::string("the worker could not evaluate the request: ") + e.what());
-      capture.take();
+      v.reject(reason::kInternalError, std::string("the judge could not evaluate the request: ") + e.what());
       reply = to_json(v);
       fatal = true;
     }
     reply["id"] = id;
     reply["fatal"] = fatal;
-    write_line(proto, reply.dump());
+    write_line(proto, reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     if (fatal) return 0;
   }
   return 0;

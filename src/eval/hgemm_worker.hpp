@@ -1,9 +1,11 @@
-// The eval worker: a separate process (one per GPU) that loads candidates, verifies them, times
-// them against the baseline and answers with verdicts. It speaks line-delimited JSON: one request
-// per line on stdin, one verdict per line on a private copy of the original stdout; the
-// candidate's own stdout and stderr go to a capture file, so nothing a candidate prints can
-// corrupt the protocol. After a sticky CUDA error the verdict says "fatal": true and the worker
-// exits; the evaluator starts a fresh one.
+// The judge (kforge eval-worker): a separate process (one per GPU) that never loads candidate
+// code. For each request it starts a sandboxed candidate executor (eval/executor.hpp), shares an
+// arena of buffers with it and with a candidate-free baseline executor, verifies and times the
+// candidate from outside, and answers with the verdict it formed itself. It speaks line-delimited
+// JSON: one request per line on stdin, one verdict per line on a private copy of the original
+// stdout. A candidate that crashes or hangs takes only its executor with it; after a fault of the
+// judge's own CUDA context the verdict says "fatal": true and the judge exits; the evaluator
+// starts a fresh one.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -23,12 +25,15 @@ struct HgemmEvalRequest {
   int samples = 7;                     // paired rounds per mode
   uint64_t seed = 1;
   bool skip_timing = false;            // verification only
+  double run_timeout_s = 60;           // any one request to the candidate's executor
 };
 
 nlohmann::json to_json(const HgemmEvalRequest& r);
 HgemmEvalRequest hgemm_request_from_json(const nlohmann::json& j);
 
-// The worker's main loop; returns the process exit status.
+// The judge's main loop; returns the process exit status.
 int run_eval_worker();
+// The baseline executor's main loop (kforge eval-baseline; eval/baseline_executor.cpp).
+int run_baseline_executor();
 
 }  // namespace kforge

@@ -36,6 +36,12 @@ inline constexpr const char* kImpossibleSpeed = "impossible_speed";  // faster t
 inline constexpr const char* kUnstableTiming = "unstable_timing";
 inline constexpr const char* kInternalError = "internal_error";      // kforge's own fault
 inline constexpr const char* kReviewerFlagged = "reviewer_flagged";  // the search loop's LLM reviewer saw a hack
+// The executor/judge split (docs/threat-model.md):
+inline constexpr const char* kForgedReply = "forged_reply";          // a reply that does not answer the request asked
+inline constexpr const char* kGpuNotIdle = "gpu_not_idle";           // work still ran after the candidate said done
+inline constexpr const char* kChildProcess = "child_process";        // the candidate left a process behind
+inline constexpr const char* kTampered = "tampered";                 // changed kforge's own files (caches) while it ran
+inline constexpr const char* kUncorroboratedTiming = "uncorroborated_timing";  // its own clock disagrees with the judge's
 // PyTorch (KernelBench-format) tasks, judged by python/kforge_worker:
 inline constexpr const char* kTaskError = "task_error";              // the task itself is broken (raises, lacks Model)
 inline constexpr const char* kNoTorch = "no_torch";                  // the worker's Python cannot import torch

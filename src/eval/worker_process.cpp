@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,7 +19,8 @@
 
 namespace kforge {
 
-WorkerProcess::WorkerProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+WorkerProcess::WorkerProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env, int stderr_fd,
+                             bool die_with_parent) {
   if (argv.empty()) KF_RUNTIME_ERROR("the worker command is empty");
   int to_child[2], from_child[2];
   if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0)
@@ -27,6 +29,8 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& argv, const std::ve
   if (pid_ < 0) KF_RUNTIME_ERROR("cannot start the eval worker: %s", std::strerror(errno));
   if (pid_ == 0) {
     ::setsid();  // its own process group: a time-out kills everything it started
+    if (die_with_parent) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (stderr_fd >= 0) ::dup2(stderr_fd, 2);
     ::dup2(to_child[0], 0);
     ::dup2(from_child[1], 1);
     for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));

@@ -13,8 +13,11 @@ namespace kforge {
 class WorkerProcess {
  public:
   // Starts argv[0] (an absolute path) with the arguments; `env` entries ("NAME=value") are added
-  // to the inherited environment.
-  explicit WorkerProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+  // to the inherited environment. `stderr_fd` >= 0: the worker's stderr goes there.
+  // `die_with_parent`: the worker is killed when the thread that started it ends
+  // (PR_SET_PDEATHSIG; meant for single-threaded parents such as the judge).
+  explicit WorkerProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                         int stderr_fd = -1, bool die_with_parent = false);
   ~WorkerProcess();
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
@@ -26,6 +29,7 @@ class WorkerProcess {
   // One line within `timeout_s`.
   Read read_line(double timeout_s, std::string& line);
 
+  pid_t pid() const { return pid_; }
   // Kills the whole process group and reaps the worker; describes how it ended.
   std::string kill();
   // Waits for an exiting worker (a second at most, then kills it).

@@ -96,6 +96,49 @@ Ceilings calibrate_ceilings(const DeviceInfo& dev, cudaStream_t s) {
   return c;
 }
 
+std::string ceilings_beaten(const Ceilings& c, const DeviceInfo& dev, cudaStream_t s) {
+  // Memory: a 512 MiB copy, fastest of a few graph-mode samples.
+  const size_t bytes = std::min<size_t>(size_t(512) << 20, dev.mem_free / 8) / 16 * 16;
+  double copy = 0;
+  {
+    DeviceBuffer src(bytes, "ceiling check source"), dst(bytes, "ceiling check target");
+    copy = fastest_gbs(dev, s, 2.0 * double(bytes), [&](cudaStream_t st, int64_t) {
+      launch_copy(src.get(), dst.get(), bytes, dev.sm_count, st);
+    });
+  }
+  if (copy > 1.10 * c.bandwidth_gbs)
+    return strf("a copy ran at %.0f GB/s, the cache says at most %.0f", copy, c.bandwidth_gbs);
+  // Tensor cores: one large fp16 GEMM, cuBLASLt's heuristic first choice.
+  CublasHandles handles;
+  const Shape shape{4096, 4096, 4096};
+  DeviceBuffer a(elems_a(shape) * 2, "ceiling check A"), b(elems_b(shape) * 2, "ceiling check B"),
+      cc(elems_c(shape) * 2, "ceiling check C");
+  fill_random(a.as<__half>(), elems_a(shape), Dist::kNormal, 11, s);
+  fill_random(b.as<__half>(), elems_b(shape), Dist::kNormal, 12, s);
+  HgemmProblem p{shape, Layout::kTN, Acc::kF32};
+  LtPlan plan(handles, p);
+  const GemmOperands ops{a.as<__half>(), b.as<__half>(), cc.as<__half>()};
+  const auto h = plan.heuristics(1);
+  if (h.empty() || !plan.run(h[0].algo, ops, s)) return "";
+  Timer timer(s, dev.l2_bytes);
+  TimingConfig cfg;
+  cfg.mode = Mode::kGraph;
+  cfg.batch_target_us = 1000;
+  cfg.samples = 3;
+  const Timing t = timer.time([&](cudaStream_t st, int64_t) { plan.run(h[0].algo, ops, st); }, cfg);
+  const double tflops = shape.flops() / (t.per_call_us.min * 1e-6) / 1e12;
+  if (tflops > 1.10 * c.tensor_tflops)
+    return strf("a GEMM ran at %.0f TFLOP/s, the cache says at most %.0f", tflops, c.tensor_tflops);
+  return "";
+}
+
+void save_ceilings(const DeviceInfo& dev, const Ceilings& c) {
+  std::filesystem::create_directories(cache_dir());
+  nlohmann::json j = to_json(c);
+  j["format"] = kCeilingsFormat;
+  write_file_atomic(ceilings_cache_path(dev), j.dump(2) + "\n");
+}
+
 std::string cache_dir() {
   if (const char* d = std::getenv("KFORGE_CACHE_DIR"); d && *d) return d;
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/kforge";
@@ -124,10 +167,7 @@ Ceilings load_or_calibrate_ceilings(const DeviceInfo& dev, cudaStream_t s, bool 
   std::fprintf(stderr, "kforge: tensor peak %.1f TFLOP/s, memory %.0f GB/s, L2 %.0f GB/s\n", c.tensor_tflops,
                c.bandwidth_gbs, c.l2_bandwidth_gbs);
   try {
-    std::filesystem::create_directories(cache_dir());
-    nlohmann::json j = to_json(c);
-    j["format"] = kCeilingsFormat;
-    write_file_atomic(path, j.dump(2) + "\n");
+    save_ceilings(dev, c);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kforge: warning: could not cache the ceilings: %s\n", e.what());
   }

@@ -30,6 +30,12 @@ Ceilings calibrate_ceilings(const DeviceInfo& dev, cudaStream_t s);
 // Cached at ceilings_cache_path(dev); recalibrates when asked, when the cache is missing or
 // unreadable, or when it was written for another device or driver.
 Ceilings load_or_calibrate_ceilings(const DeviceInfo& dev, cudaStream_t s, bool recalibrate);
+// Empty when a quick measurement (a 512 MiB copy, a large cuBLASLt GEMM) stays within the cached
+// ceilings; otherwise which one it beat, and by how much: a cache that was lowered (by hand or by
+// a hostile process) would lower every counted floor.
+std::string ceilings_beaten(const Ceilings& c, const DeviceInfo& dev, cudaStream_t s);
+// Writes `c` as the cached ceilings of `dev` (atomically).
+void save_ceilings(const DeviceInfo& dev, const Ceilings& c);
 // $KFORGE_CACHE_DIR, else $XDG_CACHE_HOME/kforge, else $HOME/.cache/kforge.
 std::string cache_dir();
 std::string ceilings_cache_path(const DeviceInfo& dev);

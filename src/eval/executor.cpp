@@ -1,0 +1,404 @@
+// The executor loop (see executor.hpp), the candidate sandbox and the candidate executor program.
+#include "eval/executor.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "eval/arena.hpp"
+
+namespace kforge {
+
+void launch_gate(volatile int* flag, int want, cudaStream_t s);
+void launch_count_written(const char* arena, const ArenaLayout& l, const int* order, int n, unsigned long long* count,
+                          cudaStream_t s);
+
+bool install_candidate_sandbox(std::string& why_not) {
+#if defined(__x86_64__)
+  const unsigned own_pid = unsigned(::getpid());
+  constexpr unsigned kErr = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+  std::vector<sock_filter> f = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+  };
+  // Fatal (the process is killed with SIGSYS): new processes, programs, debuggers, other
+  // processes' memory. Refused (EPERM): leaving the process group the judge kills, signals to
+  // other processes. (pidfd_getfd stays: the driver may use it for CUDA IPC, and the judge is not
+  // dumpable, so the kernel refuses it on the judge anyway.)
+  for (int nr : {__NR_fork, __NR_vfork, __NR_execve, __NR_execveat, __NR_ptrace, __NR_process_vm_readv,
+                 __NR_process_vm_writev}) {
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, unsigned(nr), 0, 1));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+  }
+  for (int nr : {__NR_setsid, __NR_setpgid, __NR_tkill, __NR_pidfd_send_signal}) {
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, unsigned(nr), 0, 1));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, kErr));
+  }
+  // clone3: "not implemented", so that libc falls back to clone, whose flags a filter can read.
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)));
+  // clone: threads only (a clone without CLONE_THREAD is a new process: fatal).
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3));
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+  // kill / tgkill: this process only.
+  for (int nr : {__NR_kill, __NR_tgkill}) {
+    f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, unsigned(nr), 0, 3));
+    f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, own_pid, 1, 0));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, kErr));
+  }
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
+  // No capabilities either (the executor may run as root, e.g. in a container): without
+  // CAP_SYS_PTRACE or CAP_DAC_OVERRIDE the judge's memory (not dumpable) stays out of reach.
+  struct {
+    uint32_t version;
+    int pid;
+  } cap_header{0x20080522, 0};  // _LINUX_CAPABILITY_VERSION_3
+  uint32_t cap_data[6] = {0, 0, 0, 0, 0, 0};
+  if (::syscall(SYS_capset, &cap_header, cap_data) != 0) {
+    why_not = std::string("capset: ") + std::strerror(errno);
+    return false;
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    why_not = std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno);
+    return false;
+  }
+  if (::syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+    why_not = std::string("seccomp: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+#else
+  why_not = "the seccomp filter is written for x86-64 only";
+  return false;
+#endif
+}
+
+namespace {
+
+struct Exec {
+  int proto = -1;
+  cudaStream_t stream = nullptr, side = nullptr;
+  int* gate = nullptr;  // host-mapped
+  int* gate_dev = nullptr;
+  int gate_generation = 0;
+  char* arena = nullptr;
+  ArenaLayout layout;
+  int* order_dev = nullptr;    // slots entries
+  int* order_host = nullptr;   // pinned, slots entries
+  unsigned long long* count_dev = nullptr;
+  unsigned long long* count_host = nullptr;  // pinned
+  cudaGraphExec_t graph = nullptr;
+  std::vector<int> graph_order;
+  kforge_hgemm_problem problem{};
+  size_t ws_bytes = 0;
+  bool loaded = false;
+};
+
+void reply(const Exec& e, nlohmann::json j) {
+  std::string data = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = ::write(e.proto, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::_Exit(3);  // the judge is gone
+    off += size_t(n);
+  }
+}
+
+kforge_hgemm_args args_for(const Exec& e, int slot) {
+  kforge_hgemm_args a{};
+  a.problem = e.problem;
+  char* base = e.arena + uint64_t(slot) * e.layout.slot_bytes;
+  a.a = base + e.layout.a_off;
+  a.b = base + e.layout.b_off;
+  a.c = base + e.layout.c_off;
+  a.workspace = e.ws_bytes ? e.arena + e.layout.ws_off : nullptr;
+  a.workspace_bytes = e.ws_bytes;
+  return a;
+}
+
+int call_guarded(ExecRunner& r, const kforge_hgemm_args& a, cudaStream_t s) {
+  try {
+    return r.call(a, s);
+  } catch (...) {
+    return -1000;  // a C++ exception out of a C entry point
+  }
+}
+
+std::string cuda_name(cudaError_t e) { return e == cudaSuccess ? "" : cudaGetErrorName(e); }
+
+void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohmann::json& out) {
+  const std::string mode = req.value("mode", "offline");
+  std::vector<int> order = req.value("order", std::vector<int>{});
+  for (int s : order)
+    if (s < 0 || uint64_t(s) >= e.layout.slots) {
+      out["error"] = "slot out of range";
+      return;
+    }
+  int rc = 0;
+  auto note = [&](int r) {
+    if (r != 0 && rc == 0) rc = r;
+  };
+  cudaError_t launch_err = cudaSuccess;
+  if (mode == "graph") {
+    if (!e.graph || order != e.graph_order) {
+      out["error"] = "no graph captured for this order";
+      return;
+    }
+    launch_err = cudaGraphLaunch(e.graph, e.stream);
+  } else if (mode == "server") {
+    std::vector<double> events;
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int s : order) {
+      cudaEventRecord(a, e.stream);
+      note(call_guarded(runner, args_for(e, s), e.stream));
+      cudaEventRecord(b, e.stream);
+      cudaEventSynchronize(b);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      events.push_back(double(ms) * 1e3);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    out["events_us"] = events;
+  } else {
+    const int hold_us = req.value("hold_us", 0);
+    if (hold_us > 0) {
+      ++e.gate_generation;
+      launch_gate(e.gate_dev, e.gate_generation, e.stream);
+    }
+    for (int s : order) note(call_guarded(runner, args_for(e, s), e.stream));
+    launch_err = cudaGetLastError();
+    if (hold_us > 0) {
+      // Nothing here may synchronise the device while the gate holds the stream (no cudaMalloc,
+      // no pageable copies): the buffers were allocated when the arena was mapped.
+      std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
+      unsigned long long escaped = 0;
+      if (!order.empty()) {
+        std::memcpy(e.order_host, order.data(), order.size() * sizeof(int));
+        cudaMemcpyAsync(e.order_dev, e.order_host, order.size() * sizeof(int), cudaMemcpyHostToDevice, e.side);
+        cudaMemsetAsync(e.count_dev, 0, sizeof(unsigned long long), e.side);
+        launch_count_written(e.arena, e.layout, e.order_dev, int(order.size()), e.count_dev, e.side);
+        cudaMemcpyAsync(e.count_host, e.count_dev, sizeof(unsigned long long), cudaMemcpyDeviceToHost, e.side);
+        cudaStreamSynchronize(e.side);
+        escaped = *e.count_host;
+      }
+      out["escaped"] = escaped;
+      __atomic_store_n(e.gate, e.gate_generation, __ATOMIC_SEQ_CST);
+    }
+  }
+  const cudaError_t sync = cudaDeviceSynchronize();
+  if (launch_err == cudaSuccess) launch_err = cudaGetLastError();
+  out["rc"] = rc;
+  out["cuda"] = cuda_name(sync != cudaSuccess ? sync : launch_err);
+  out["sticky"] = sync != cudaSuccess;
+}
+
+void capture_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohmann::json& out) {
+  std::vector<int> order = req.value("order", std::vector<int>{});
+  if (e.graph) {
+    cudaGraphExecDestroy(e.graph);
+    e.graph = nullptr;
+  }
+  int rc = 0;
+  if (cudaStreamBeginCapture(e.stream, cudaStreamCaptureModeGlobal) != cudaSuccess) {
+    out["error"] = "cannot begin a capture";
+    return;
+  }
+  for (int s : order) {
+    const int r = call_guarded(runner, args_for(e, s), e.stream);
+    if (r != 0 && rc == 0) rc = r;
+  }
+  cudaGraph_t g = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(e.stream, &g);
+  if (end != cudaSuccess || !g) {
+    cudaGetLastError();
+    out["error"] = "capture failed: " + cuda_name(end);
+    if (g) cudaGraphDestroy(g);
+    return;
+  }
+  const cudaError_t inst = cudaGraphInstantiate(&e.graph, g, 0);
+  cudaGraphDestroy(g);
+  if (inst != cudaSuccess) {
+    cudaGetLastError();
+    e.graph = nullptr;
+    out["error"] = "graph instantiation failed: " + cuda_name(inst);
+    return;
+  }
+  e.graph_order = order;
+  out["rc"] = rc;
+}
+
+std::vector<unsigned char> from_hex(const std::string& s) {
+  std::vector<unsigned char> out;
+  for (size_t i = 0; i + 1 < s.size(); i += 2) out.push_back((unsigned char)std::stoi(s.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+}  // namespace
+
+int run_executor(ExecRunner& runner) {
+  Exec e;
+  // The protocol keeps a private copy of stdout; fd 1 joins fd 2 (the judge's capture file).
+  e.proto = ::fcntl(1, F_DUPFD_CLOEXEC, 10);
+  ::dup2(2, 1);
+  std::ios::sync_with_stdio(false);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    nlohmann::json req, out;
+    try {
+      req = nlohmann::json::parse(line);
+    } catch (...) {
+      return 2;
+    }
+    out["nonce"] = req.value("nonce", std::string());
+    const std::string op = req.value("op", "");
+    if (op == "quit") return 0;
+    if (op == "hello") {
+      const cudaError_t err = cudaFree(nullptr);
+      if (err != cudaSuccess) {
+        out["error"] = "CUDA could not start: " + cuda_name(err);
+      } else {
+        cudaStreamCreateWithFlags(&e.stream, cudaStreamNonBlocking);
+        cudaStreamCreateWithFlags(&e.side, cudaStreamNonBlocking);
+        cudaHostAlloc(reinterpret_cast<void**>(&e.gate), sizeof(int), cudaHostAllocMapped);
+        *e.gate = 0;
+        cudaHostGetDevicePointer(reinterpret_cast<void**>(&e.gate_dev), e.gate, 0);
+        // Both of the executor's own kernels loaded now: loading a module while the gate holds
+        // the stream would wait for the gate (lazy loading synchronises), a deadlock.
+        launch_gate(e.gate_dev, 0, e.stream);
+        cudaMalloc(reinterpret_cast<void**>(&e.count_dev), sizeof(unsigned long long));
+        cudaHostAlloc(reinterpret_cast<void**>(&e.count_host), sizeof(unsigned long long), cudaHostAllocDefault);
+        out["pid"] = ::getpid();
+      }
+    } else if (op == "load") {
+      const nlohmann::json& p = req.at("problem");
+      e.problem.m = p.at("m"), e.problem.n = p.at("n"), e.problem.k = p.at("k");
+      e.problem.layout = kforge_hgemm_layout(p.at("layout").get<int>());
+      e.problem.acc = kforge_hgemm_acc(p.at("acc").get<int>());
+      std::string desc;
+      const std::string err = runner.load(req, e.problem, e.ws_bytes, desc);
+      if (!err.empty()) {
+        out["error"] = err;
+      } else {
+        e.loaded = true;
+        out["ws_bytes"] = e.ws_bytes;
+        out["description"] = desc;
+      }
+    } else if (op == "unmap") {
+      if (e.arena) cudaIpcCloseMemHandle(e.arena);
+      e.arena = nullptr;
+      if (e.graph) cudaGraphExecDestroy(e.graph);
+      e.graph = nullptr;
+      if (e.order_dev) cudaFree(e.order_dev);
+      if (e.order_host) cudaFreeHost(e.order_host);
+      e.order_dev = nullptr, e.order_host = nullptr;
+    } else if (op == "map") {
+      if (e.arena) cudaIpcCloseMemHandle(e.arena);  // the previous candidate's arena
+      if (e.order_dev) cudaFree(e.order_dev);
+      if (e.order_host) cudaFreeHost(e.order_host);
+      e.arena = nullptr, e.order_dev = nullptr, e.order_host = nullptr;
+      cudaIpcMemHandle_t h{};
+      const auto bytes = from_hex(req.at("ipc").get<std::string>());
+      std::memcpy(&h, bytes.data(), std::min(bytes.size(), sizeof h));
+      e.layout = arena_layout_from_json(req.at("layout"));
+      void* p = nullptr;
+      const cudaError_t err = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+      if (err != cudaSuccess) {
+        out["error"] = "cannot map the judge's arena: " + cuda_name(err);
+      } else {
+        e.arena = static_cast<char*>(p);
+        const size_t n = std::max<size_t>(1, e.layout.slots);
+        if (cudaMalloc(reinterpret_cast<void**>(&e.order_dev), n * sizeof(int)) != cudaSuccess ||
+            cudaHostAlloc(reinterpret_cast<void**>(&e.order_host), n * sizeof(int), cudaHostAllocDefault) != cudaSuccess) {
+          out["error"] = "cannot allocate the executor's slot list";
+        } else {
+          cudaMemset(e.order_dev, 0, n * sizeof(int));
+          launch_count_written(e.arena, e.layout, e.order_dev, 1, e.count_dev, e.stream);
+          if (cudaDeviceSynchronize() != cudaSuccess) out["error"] = "the executor's own kernels do not run";
+        }
+      }
+    } else if (op == "run" || op == "capture") {
+      if (!e.loaded || !e.arena) {
+        out["error"] = "nothing loaded or mapped";
+      } else if (op == "run") {
+        run_request(e, runner, req, out);
+      } else {
+        capture_request(e, runner, req, out);
+      }
+    } else {
+      out["error"] = "unknown request '" + op + "'";
+    }
+    reply(e, out);
+  }
+  return 0;
+}
+
+namespace {
+
+// A candidate: its shared object loaded with local symbol binding, all relocations resolved now.
+class CandidateRunner : public ExecRunner {
+ public:
+  std::string load(const nlohmann::json& req, const kforge_hgemm_problem& p, size_t& ws, std::string& desc) override {
+    std::string why;
+    if (!install_candidate_sandbox(why) && !req.value("allow_unsandboxed", false))
+      return "the candidate sandbox could not be installed: " + why;
+    const std::string so = req.value("so", std::string());
+    handle_ = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle_) {
+      const char* e = ::dlerror();
+      return std::string("load_error: dlopen failed: ") + (e ? e : "?");
+    }
+    fn_ = reinterpret_cast<kforge_hgemm_fn>(::dlsym(handle_, "kforge_hgemm"));
+    ws_fn_ = reinterpret_cast<kforge_hgemm_workspace_size_fn>(::dlsym(handle_, "kforge_hgemm_workspace_size"));
+    if (!fn_) return "missing_entry_point: the shared object does not define kforge_hgemm";
+    try {
+      ws = ws_fn_ ? ws_fn_(&p) : 0;
+    } catch (...) {
+      return "candidate_error: kforge_hgemm_workspace_size threw";
+    }
+    desc = so;
+    return "";
+  }
+  int call(const kforge_hgemm_args& a, cudaStream_t s) override { return fn_(&a, s); }
+
+ private:
+  void* handle_ = nullptr;
+  kforge_hgemm_fn fn_ = nullptr;
+  kforge_hgemm_workspace_size_fn ws_fn_ = nullptr;
+};
+
+}  // namespace
+
+int candidate_executor_main(int, char**) {
+  CandidateRunner r;
+  return run_executor(r);
+}
+
+}  // namespace kforge
