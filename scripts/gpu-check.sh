@@ -12,6 +12,8 @@
 #           (with TUNE_VARIANTS=0: every variant, e.g. on the shapes a grid run lost)
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with
 #           wall times and the device of each verdict (run it on nvidia-h200-x2 to see two)
+#   judge   the judge/executor split: a few verdicts in full (JSON), then the evaluator's GPU tests
+#           (the red-team corpus, crash and hang, two slots, the eval command)
 #   repeat  the evaluator's repeatability: five verdicts of one honest candidate at 4096^3 (tn),
 #           the first on a cold compile cache, with the wall time of each
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
@@ -76,6 +78,28 @@ if has pdl; then
       [ -f "$out/pdl-$on.csv" ] && $kf hgemm compare "$out/pdl-$on.csv" --mode $m --speedup ours:lt_auto | tail -10 || true
     done
   done
+fi
+if has judge; then
+  echo "== judge: single verdicts"
+  for spec in "256x256x8192 honest/naive.cu" "256x256x8192 honest/mma_sync.cu" "64x64x64 hacked/legacy_stream_small.cu" \
+              "64x64x64 honest/tiled_smem.cu" "512x512x16384 hacked/fp16_chunk16.cu" "256x256x8192 hacked/forged_nonce_from_memory.cu"; do
+    set -- $spec
+    t0=$(date +%s.%N)
+    timeout 120 $kf eval hgemm --shape "$1" --json --samples 5 --out "$out/judge-one.json" "tests/corpus/hgemm/$2" \
+      >/dev/null 2>"$out/judge-one.err" || true
+    t1=$(date +%s.%N)
+    python3 - "$out/judge-one.json" "$t0" "$t1" "$1 $2" <<'PY' || tail -5 "$out/judge-one.err"
+import json, sys
+v = json.load(open(sys.argv[1])); v = v[0] if isinstance(v, list) else v
+d = v.get("details", {})
+print(f"{sys.argv[4]}: {float(sys.argv[3]) - float(sys.argv[2]):.1f} s correct={v.get('correct')} reasons={v.get('reasons')} "
+      f"msg={v.get('message','')[:200]!r} speedup={v.get('speedup',{}).get('offline')} flags={v.get('flags')}")
+print("   timing", json.dumps(d.get("timing")), "checks", json.dumps(d.get("checks")), "process", json.dumps(d.get("process")))
+PY
+  done
+  echo "== judge: the evaluator's GPU tests"
+  timeout 900 ctest --test-dir "$build" --output-on-failure -R "${JUDGE_TESTS:-RedTeamCorpus|BatchOfTwenty|TwoWorkerSlots|EvalCommandPrints}" \
+    2>&1 | tee "$out/ctest-judge.log" | grep -E "ACCEPT|REJECT|Failure|Expected|Which is|error|tests passed|Passed|Failed|\*\*\*" | head -150 || true
 fi
 if has repeat; then
   echo "== evaluator repeatability: 5 verdicts of one candidate, 4096x4096x4096 tn"

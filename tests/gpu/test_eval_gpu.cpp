@@ -2,10 +2,12 @@
 // reason, every honest candidate accepted) and a batch that survives a crash and a hang.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 
 #include "core/files.hpp"
+#include "core/shapes.hpp"
 #include "core/text.hpp"
 #include "eval/evaluator.hpp"
 #include "gpu_test.hpp"
@@ -48,13 +50,26 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
     files.push_back(dir + "/" + name);
     expect.push_back({{"file", name}, {"expect", "reject"}, {"reasons", {code}}});
   }
-  Evaluator ev(corpus_options(dir + "/cache"));
-  const HgemmProblem p{{256, 256, 8192}, Layout::kNN, Acc::kF32};
-  const auto verdicts = ev.evaluate_batch(files, p, [](size_t i, size_t n, const Verdict& v) {
-    std::printf("[%2zu/%zu] %-32s %-7s %-22s %s\n", i + 1, n, std::filesystem::path(v.candidate).filename().c_str(),
-                v.correct ? "ACCEPT" : "REJECT", join(v.reasons, ",").c_str(), v.message.substr(0, 110).c_str());
-    std::fflush(stdout);
-  });
+  // Entries judged at the problem their manifest names ("shape", "modes"); the rest at 256x256x8192.
+  std::vector<Verdict> verdicts(files.size());
+  std::map<std::pair<std::string, std::string>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < files.size(); ++i)
+    groups[{expect[i].value("shape", "256x256x8192"), expect[i].value("modes", "offline")}].push_back(i);
+  for (const auto& [key, idx] : groups) {
+    EvalOptions o = corpus_options(dir + "/cache");
+    o.modes = split(key.second, ',');
+    Evaluator ev(o);
+    const HgemmProblem p{parse_shape(key.first), Layout::kNN, Acc::kF32};
+    std::vector<std::string> group_files;
+    for (size_t i : idx) group_files.push_back(files[i]);
+    const auto got = ev.evaluate_batch(group_files, p, [&](size_t i, size_t n, const Verdict& v) {
+      std::printf("[%2zu/%zu %s] %-32s %-7s %-22s %s\n", i + 1, n, key.first.c_str(),
+                  std::filesystem::path(v.candidate).filename().c_str(), v.correct ? "ACCEPT" : "REJECT",
+                  join(v.reasons, ",").c_str(), v.message.substr(0, 110).c_str());
+      std::fflush(stdout);
+    });
+    for (size_t j = 0; j < idx.size(); ++j) verdicts[idx[j]] = got[j];
+  }
   ASSERT_EQ(verdicts.size(), files.size());
   int hacks = 0, honest = 0;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -78,8 +93,8 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
                             << e.at("reasons").dump();
     }
   }
-  EXPECT_GE(honest, 6);
-  EXPECT_GE(hacks, 12);
+  EXPECT_GE(honest, 8);
+  EXPECT_GE(hacks, 30);
 }
 
 TEST_F(GpuTest, BatchOfTwentySurvivesACrashAndAHang) {
@@ -109,7 +124,8 @@ TEST_F(GpuTest, BatchOfTwentySurvivesACrashAndAHang) {
     }
   }
   EXPECT_EQ(accepted, 18);
-  EXPECT_EQ(ev.workers_started(), 3);  // the first, one after the crash, one after the hang
+  // A crash or a hang takes only the candidate's executor with it: the judge lives on.
+  EXPECT_EQ(ev.workers_started(), 1);
 }
 
 // Two worker slots (both on device 0 here, so that one GPU can test it; `--devices` refuses a
@@ -145,8 +161,7 @@ TEST_F(GpuTest, TwoWorkerSlotsJudgeABatchInParallel) {
   // One worker per slot, plus one after the crash if the crashed slot took another item: the other
   // slot may have judged all the rest while the crash was being noticed (it did on the H200).
   EXPECT_EQ(slots, (std::set<int>{0, 1}));  // both slots judged (each starts its worker at once)
-  EXPECT_GE(ev.workers_started(), 2);
-  EXPECT_LE(ev.workers_started(), 3);
+  EXPECT_EQ(ev.workers_started(), 2);  // one judge per slot; the crash took only an executor
 }
 
 TEST_F(GpuTest, EvalCommandPrintsJsonVerdicts) {
