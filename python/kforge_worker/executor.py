@@ -69,6 +69,21 @@ def _from_torch(obj):
     return os.path.abspath(code.co_filename).startswith(_TORCH_DIR)
 
 
+def _started_by_torch(frame):
+    """The first caller outside threading and concurrent.futures lies in torch's own files."""
+    while frame is not None:
+        f = frame.f_code.co_filename
+        if not (f.endswith(os.sep + "threading.py") or (os.sep + "concurrent" + os.sep) in f):
+            return _in_torch_dir(f)
+        frame = frame.f_back
+    return False
+
+
+def _in_torch_dir(path):
+    _from_torch(None)
+    return os.path.abspath(path).startswith(_TORCH_DIR)
+
+
 def _benign_replacement(old, new):
     return getattr(new, "__wrapped__", None) is old or _from_torch(new)
 
@@ -213,8 +228,10 @@ class Executor:
         if gdiff:
             out.append(["monkey_patch", "%s: global switches changed: %s" % (when, gdiff)])
         threads = guards.python_threads()
-        new = sorted({n for i, n in threads.items() if i not in self.py_threads} |
-                     set(self.started_threads[self.threads_seen:]))
+        recent = self.started_threads[self.threads_seen:]
+        torch_named = {n for n, by_torch in self.started_threads if by_torch}
+        new = sorted({n for i, n in threads.items() if i not in self.py_threads and n not in torch_named} |
+                     {n for n, by_torch in recent if not by_torch})
         if new:
             out.append(["background_thread", "%s: the candidate started Python thread(s): %s" % (when, ", ".join(new))])
         if self.cuda and torch.cuda.current_stream() != self.default_stream:
@@ -277,11 +294,17 @@ class Executor:
         if self.cuda:
             torch.ones(16, device=self.device).sum().item()
 
-        def on_thread_start(*_):
-            self.started_threads.append(threading.current_thread().name)
-            sys.setprofile(None)
+        # Every Python thread started from now on is recorded with where it was started from: one
+        # started by torch's own code (Inductor's compile pool for a torch.compile candidate) is not
+        # the candidate's background thread.
+        orig_start = threading.Thread.start
+        record = self.started_threads
 
-        threading.setprofile(on_thread_start)
+        def start(th, *a, **k):
+            record.append((th.name, _started_by_torch(sys._getframe(1))))
+            return orig_start(th, *a, **k)
+
+        threading.Thread.start = start
         self.snapshot()
         try:
             self.cand = _load_module(req["candidate"], "kforge_candidate")

@@ -514,6 +514,8 @@ void check_cpu_corpus(bool scan) {
   std::vector<nlohmann::json> expect;
   for (const auto& e : manifest["entries"]) {
     if (!e.value("cpu", false)) continue;
+    // The run-time pass needs the honest entries only where the scan pass could not accept them.
+    if (!scan && e["expect"] == "accept" && !e.contains("scan_known_issue")) continue;
     jobs.push_back({kSource + "/" + e["task"].get<std::string>(), kSource + "/" + e["file"].get<std::string>()});
     expect.push_back(e);
   }
@@ -522,7 +524,7 @@ void check_cpu_corpus(bool scan) {
   o.samples = 3;
   o.trials = 2;
   o.static_scan = scan;
-  o.compile_timeout_s = 10;
+  o.compile_timeout_s = 30;  // importing torch.compile's machinery takes seconds on two busy cores
   o.run_timeout_s = 180;
   o.cache_dir = test::temp_dir();
   TorchEvaluator ev(o);
