@@ -123,7 +123,7 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--reward", o->reward, "reward of a correct candidate: log (ln speed-up), speedup, clipped:X")
       ->capture_default_str();
   cmd->add_option("--compile-timeout", o->compile_timeout, "seconds one nvcc compile may take")->capture_default_str();
-  cmd->add_option("--run-timeout", o->run_timeout, "seconds verification and timing of one candidate may take")
+  cmd->add_option("--run-timeout", o->run_timeout, "seconds any one batch of a candidate's calls may take before its executor is killed (timeout)")
       ->capture_default_str();
   cmd->add_option("--arch", o->arch, "nvcc target, e.g. sm_90a or sm_80 (default: the device's; sm_90a without one)");
   cmd->add_flag("--allow-streams", o->allow_streams, "let candidates create streams (the static scan forbids it by default)");
