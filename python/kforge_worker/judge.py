@@ -100,13 +100,17 @@ class Executor:
         self.judge, self.role = judge, role
         r1, w1 = os.pipe()  # requests
         r2, w2 = os.pipe()  # replies
-        # The CPU arena: an anonymous memory file (no name in /dev/shm for anyone to open), sized later
-        self.arena_fd = os.memfd_create("kforge-arena-" + role) if hasattr(os, "memfd_create") else -1
+        # The CPU arena: anonymous memory files (no name in /dev/shm for anyone to open), one for the
+        # inputs and one for the outputs of every slot, so that no input's storage reaches an output
+        # buffer or another call's inputs; made now (the executor inherits them), sized later.
+        self.arena_fds = []
+        if not judge.cuda and hasattr(os, "memfd_create"):
+            self.arena_fds = [os.memfd_create("kforge-arena-%s-%d" % (role, i)) for i in range(2 * judge.max_pool)]
         self.cap = tempfile.TemporaryFile(prefix="kforge-exec-out-")
         env = dict(os.environ)
         env.update(env_extra)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        fds = (r1, w2) + ((self.arena_fd,) if self.arena_fd >= 0 else ())
+        fds = (r1, w2) + tuple(self.arena_fds)
         self.proc = subprocess.Popen([sys.executable, "-u", WORKER_MAIN, "exec", str(r1), str(w2)],
                                      pass_fds=fds, stdin=subprocess.DEVNULL, stdout=self.cap,
                                      stderr=self.cap, start_new_session=True, env=env, close_fds=True)
@@ -198,7 +202,7 @@ class Executor:
             pass
         self.wait(5.0)
         self.dead = True
-        for fd in (self.wfd, self.rfd, self.arena_fd):
+        for fd in [self.wfd, self.rfd] + self.arena_fds:
             try:
                 os.close(fd)
             except OSError:
@@ -231,6 +235,7 @@ class Judge:
         self.load_timeout = max(2.0, float(req.get("load_timeout_s", 300)) - 2.0)
         self.cand = self.base = None
         self.arenas = []
+        self.max_pool = int(req.get("max_pool", 32 if self.cuda else 2))
         self.low_bits = {}
         self._sync = torch.cuda.synchronize
 
@@ -470,8 +475,7 @@ class Judge:
         in_bytes = sum(m["nbytes"] for m in self.in_meta if m["kind"] == "tensor")
         out_bytes = sum(m["nbytes"] for m in self.out_meta if m["kind"] == "tensor")
         target = float(self.req.get("batch_s", 0.01 if self.cuda else 0.02))
-        max_pool = int(self.req.get("max_pool", 32 if self.cuda else 2))
-        n = int(min(max(math.ceil(target / per_call), 2), max_pool))
+        n = int(min(max(math.ceil(target / per_call), 2), self.max_pool))
         if self.cuda:
             free, _ = torch.cuda.mem_get_info()
             n = max(2, min(n, int(0.25 * free // max(3 * in_bytes + 5 * out_bytes, 1))))
@@ -479,56 +483,70 @@ class Judge:
         self.reference_per_call_s = per_call
 
     def make_arena(self, ex):
+        """Per slot, one buffer for the inputs and one for the outputs, each a storage of its own (a
+        memory file on the CPU; a CUDA allocation of its own, shared by CUDA IPC, on the GPU): an
+        input's storage reaches neither an output buffer (a candidate writing its result straight
+        into the judge's buffer would skip the copy that the baseline pays) nor another call's
+        inputs (no batching ahead across calls)."""
         torch = self.torch
-        offs_in = [[] for _ in self.in_meta]
-        offs_out = [[] for _ in self.out_meta]
-        pos = 0
-        for _ in range(self.slots):
-            for i, m in enumerate(self.in_meta):
+
+        def pack(metas):
+            offs, pos = [], 0
+            for m in metas:
+                offs.append(pos if m["kind"] == "tensor" else None)
                 if m["kind"] == "tensor":
-                    offs_in[i].append(pos)
                     pos = _align(pos + m["nbytes"])
-            for i, m in enumerate(self.out_meta):
-                if m["kind"] == "tensor":
-                    offs_out[i].append(pos)
-                    pos = _align(pos + m["nbytes"])
-        nbytes = max(pos, 256)
-        a = {"in": [dict(m, offsets=o) for m, o in zip(self.in_meta, offs_in)],
-             "out": [dict(m, offsets=o) for m, o in zip(self.out_meta, offs_out)]}
+            return offs, max(pos, 256)
+
+        in_offs, in_bytes = pack(self.in_meta)
+        out_offs, out_bytes = pack(self.out_meta)
+        a = {"in": [dict(m, offset=o) for m, o in zip(self.in_meta, in_offs)],
+             "out": [dict(m, offset=o) for m, o in zip(self.out_meta, out_offs)],
+             "in_t": [], "out_t": []}
+        desc = {"in": [], "out": [], "in_nbytes": in_bytes, "out_nbytes": out_bytes}
         if self.cuda:
-            # an allocation of its own (a multiple of 2 MiB above the allocator's split limit), so the
-            # IPC handle opens nothing but the arena
-            size = max(_align(nbytes, 2 << 20), 24 << 20)
-            a["tensor"] = torch.empty(size, dtype=torch.uint8, device=self.device)
             import torch.multiprocessing  # noqa: F401 - registers the CUDA IPC reductions
             from multiprocessing.reduction import ForkingPickler
-            a["desc"] = {"kind": "cuda", "tensor": bytes(ForkingPickler.dumps(a["tensor"]))}
-        elif ex.arena_fd >= 0:
-            # the executor inherited the memory file's descriptor; both sides map it through /proc/self/fd
-            os.ftruncate(ex.arena_fd, nbytes)
-            a["tensor"] = torch.from_file("/proc/self/fd/%d" % ex.arena_fd, shared=True, size=nbytes, dtype=torch.uint8)
-            a["desc"] = {"kind": "file", "path": "/proc/self/fd/%d" % ex.arena_fd, "nbytes": nbytes}
+            desc["kind"] = "cuda"
+            for side, nbytes in (("in", in_bytes), ("out", out_bytes)):
+                # an allocation of its own (a multiple of 2 MiB above the allocator's split limit), so
+                # that the IPC handle opens nothing but this buffer
+                size = max(_align(nbytes, 2 << 20), 24 << 20)
+                for _ in range(self.slots):
+                    t = torch.empty(size, dtype=torch.uint8, device=self.device)
+                    a[side + "_t"].append(t)
+                    desc[side].append(bytes(ForkingPickler.dumps(t)))
         else:
-            d = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-            fd, path = tempfile.mkstemp(prefix="kforge-arena-", dir=d)
-            os.ftruncate(fd, nbytes)
-            os.close(fd)
-            a["path"] = path
-            a["tensor"] = torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
-            a["desc"] = {"kind": "file", "path": path, "nbytes": nbytes}
+            desc["kind"] = "file"
+            fds = list(ex.arena_fds)
+            for side, nbytes in (("in", in_bytes), ("out", out_bytes)):
+                for _ in range(self.slots):
+                    if fds:
+                        fd = fds.pop(0)
+                        os.ftruncate(fd, nbytes)
+                        path = "/proc/self/fd/%d" % fd
+                    else:  # no memfd_create: a named file, unlinked once the executor has it mapped
+                        d = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+                        fd, path = tempfile.mkstemp(prefix="kforge-arena-", dir=d)
+                        os.ftruncate(fd, nbytes)
+                        os.close(fd)
+                        a.setdefault("paths", []).append(path)
+                    a[side + "_t"].append(torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8))
+                    desc[side].append(path)
+        a["desc"] = desc
         self.arenas.append(a)
         return a
 
-    def view(self, arena, off, meta):
+    def view(self, storage, off, meta):
         torch = self.torch
         dt = getattr(torch, meta["dtype"])
-        return arena["tensor"][off:off + meta["nbytes"]].view(dt).view(meta["shape"])
+        return storage[off:off + meta["nbytes"]].view(dt).view(meta["shape"])
 
     def in_views(self, arena, slot):
-        return [self.view(arena, m["offsets"][slot], m) if m["kind"] == "tensor" else None for m in arena["in"]]
+        return [self.view(arena["in_t"][slot], m["offset"], m) if m["kind"] == "tensor" else None for m in arena["in"]]
 
     def out_views(self, arena, slot):
-        return [self.view(arena, m["offsets"][slot], m) if m["kind"] == "tensor" else None for m in arena["out"]]
+        return [self.view(arena["out_t"][slot], m["offset"], m) if m["kind"] == "tensor" else None for m in arena["out"]]
 
     def init_request(self, role, arena):
         return {"op": "init", "role": role, "device": self.device, "arena": arena["desc"],
@@ -609,9 +627,9 @@ class Judge:
 
     def unlink_arenas(self):
         for a_ in self.arenas:
-            if "path" in a_:
+            for path in a_.pop("paths", []):
                 try:
-                    os.unlink(a_.pop("path"))  # mapped by its executor: the name is not needed any more
+                    os.unlink(path)  # mapped by its executor: the name is not needed any more
                 except OSError:
                     pass
 
