@@ -5,7 +5,8 @@ candidate code; the candidate runs in an executor subprocess (executor.py).
   a sample of inputs gives the input and output layout -> the reference Model built from a seed of
   OS entropy (its parameters permuted and jittered where the task allows), an fp64 copy of it ->
   input variants (scaled, shifted) kept where the fp64 reference stays finite -> pool size from the
-  reference's per-call time -> two shared arenas (one per executor: input and output slots) ->
+  reference's per-call time -> two shared arenas (one per executor; per call slot an input buffer
+  and an output buffer, each a storage of its own) ->
   the baseline executor (task only: eager, torch.compile, reduce-overhead, CUDA graph) -> [phase
   loading] the candidate executor (candidate only) [phase loaded] -> rounds.
 
