@@ -18,6 +18,7 @@
 #include <fcntl.h>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "core/parallel.hpp"
 #include "core/text.hpp"
 #include "eval/devices.hpp"
@@ -194,7 +195,7 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
     worker = std::make_unique<WorkerProcess>(opts_.worker_command, env);
     ++workers_started_;
   }
-  if (!worker->send(to_json(req).dump())) {
+  if (!worker->send(dump_json(to_json(req)))) {
     const std::string how = worker->kill();
     worker.reset();
     v.reject(reason::kInternalError, "the eval worker could not be reached (" + how + ")");

@@ -35,6 +35,7 @@
 #include <sstream>
 
 #include "core/files.hpp"
+#include "core/json.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
 #include "eval/arena.hpp"
@@ -243,7 +244,7 @@ class Executor {
     resume();  // it may have been stopped while the other side ran
     const std::string nonce = random_hex();
     req["nonce"] = nonce;
-    const std::string line = req.dump();
+    const std::string line = dump_json(req);
     const double t0 = now_us();
     if (!proc_->send(line)) throw ExecFailure{reason::kCrashed, "the " + what_ + " could not be reached: " + end()};
     std::string got;

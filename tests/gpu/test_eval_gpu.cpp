@@ -35,6 +35,11 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
   std::vector<std::string> files;
   std::vector<nlohmann::json> expect;
   for (const auto& e : manifest) {
+    if (e.value("needs", "") == "cutlass" && find_cutlass_include_dirs().empty()) {
+      std::printf("left out: %s (no CUTLASS headers: KFORGE_CUTLASS_DIR, the nvidia-cutlass wheel or .cutlass/)\n",
+                  e.at("file").get<std::string>().c_str());
+      continue;
+    }
     files.push_back(kCorpus + "/" + e.at("file").get<std::string>());
     expect.push_back(e);
   }
