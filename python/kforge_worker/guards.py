@@ -63,37 +63,6 @@ def watched_addition(name):
                                             "builtins."))
 
 
-def identity_snapshot(torch, extra=None):
-    snap = {}
-    for prefix, space in _watched_namespaces(torch).items():
-        try:
-            items = list(vars(space).items())
-        except TypeError:
-            continue
-        for name, obj in items:
-            if type(obj).__name__ == "module":
-                continue
-            if prefix == "os" and name in ("environ", "environb"):
-                continue
-            if prefix == "torch.cuda" and not callable(obj):
-                continue  # counters and caches the runtime itself updates
-            if prefix == "torch" and not callable(obj) and not isinstance(obj, type):
-                continue
-            snap[prefix + "." + name] = id(obj)
-    for name, obj in (extra or {}).items():
-        snap[name] = id(obj)
-    return snap
-
-
-def identity_changes(before, after):
-    changed = sorted(k for k, v in before.items() if after.get(k, None) != v)
-    added = sorted(k for k in after if k not in before and (k.startswith("torch.Tensor.") or
-                                                            k.startswith("torch._C.TensorBase.") or
-                                                            k.startswith("torch.nn.Module.") or
-                                                            k.startswith("time.") or k.startswith("builtins.")))
-    return changed + ["+" + k for k in added]
-
-
 def precision_state(torch):
     s = {}
 
@@ -143,17 +112,3 @@ def set_full_precision(torch):
 
 def python_threads():
     return {t.ident: t.name for t in threading.enumerate()}
-
-
-def os_threads():
-    names = {}
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open("/proc/self/task/%s/comm" % tid) as f:
-                    names[tid] = f.read().strip()
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return names
