@@ -163,6 +163,11 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
   auto note = [&](int r) {
     if (r != 0 && rc == 0) rc = r;
   };
+  // No persisting-L2 carve-out survives from an earlier process or call into these calls (the
+  // baseline's above all); errors are ignored (the limit is not supported everywhere).
+  cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+  cudaCtxResetPersistingL2Cache();
+  cudaGetLastError();
   cudaError_t launch_err = cudaSuccess;
   if (mode == "graph") {
     if (!e.graph || order != e.graph_order) {

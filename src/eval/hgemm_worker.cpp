@@ -553,10 +553,13 @@ class Judge {
 
   // The GPU is idle when a probe kernel of this process runs at its normal latency.
   bool gpu_idle(double* seen = nullptr) {
+    // Another context's work shows as time slices of ~2 ms (1,856 us seen on the H200 against
+    // ~30 us idle); the bound leaves room for the host's own jitter, and a slow probe is repeated.
+    const double bound = 2 * w_.idle_probe_us + 100.0;
     double p = probe_once(s_);
-    if (p > w_.idle_probe_us + std::max(300.0, w_.idle_probe_us)) p = std::min(p, probe_once(s_));
+    if (p > bound) p = std::min(p, probe_once(s_));
     if (seen) *seen = p;
-    return p <= w_.idle_probe_us + std::max(300.0, w_.idle_probe_us);
+    return p <= bound;
   }
 
   // Sends one batch to `e` (the other executor stopped), the GPU idle before and after.
@@ -719,8 +722,8 @@ class Judge {
     return per_call;
   }
 
-  // Server mode: calls one at a time at exponentially distributed moments chosen here; each
-  // call's own event time counts only as far as this process's clock corroborates it.
+  // Server mode: calls one at a time at exponentially distributed moments chosen here, each timed
+  // by this process's clock from request to reply, less the channel's round trip.
   double server_sample(Executor& e) {
     const bool is_cand = &e == cand_.get();
     Batch b = new_batch(false);
@@ -750,15 +753,12 @@ class Judge {
     used.dists.resize(n);
     before_.resize(n);
     if (is_cand) judge_batch(used, {{"rc", 0}}, "server timing", true);
+    // The judge's own clock is the measurement (the executor's events are the candidate's to
+    // forge); the events are kept as a detail.
     std::sort(events.begin(), events.end());
     std::sort(outside.begin(), outside.end());
-    const double ev = events[n / 2], out = outside[n / 2];
-    if (is_cand && ev < out - std::max(30.0, 0.5 * out))
-      v_.reject(reason::kUncorroboratedTiming,
-                strf("server mode: the executor's events say %.2f us per call, the judge's clock %.2f us beyond the "
-                     "channel's own round trip",
-                     ev, out));
-    return ev;
+    if (is_cand) v_.details["timing"]["server_events_us_median"] = events[n / 2];
+    return outside[n / 2];
   }
 
   void time_mode(const std::string& mode_name) {

@@ -41,7 +41,6 @@ inline constexpr const char* kForgedReply = "forged_reply";          // a reply 
 inline constexpr const char* kGpuNotIdle = "gpu_not_idle";           // work still ran after the candidate said done
 inline constexpr const char* kChildProcess = "child_process";        // the candidate left a process behind
 inline constexpr const char* kTampered = "tampered";                 // changed kforge's own files (caches) while it ran
-inline constexpr const char* kUncorroboratedTiming = "uncorroborated_timing";  // its own clock disagrees with the judge's
 // PyTorch (KernelBench-format) tasks, judged by python/kforge_worker:
 inline constexpr const char* kTaskError = "task_error";              // the task itself is broken (raises, lacks Model)
 inline constexpr const char* kNoTorch = "no_torch";                  // the worker's Python cannot import torch
