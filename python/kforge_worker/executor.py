@@ -451,9 +451,7 @@ class Executor:
         out = {"values": values}
         if kernels is not None:
             out["kernels"] = kernels[:200]
-        if self.role == "candidate":
-            out["problems"] = self.state_problems("a call")
-        return out
+        return out  # the snapshots are compared in a request of their own ("state"), outside the timed batch
 
     def serve(self):
         while True:
@@ -473,6 +471,8 @@ class Executor:
                     rep = self.op_reinit(req)
                 elif op == "run":
                     rep = self.op_run(req)
+                elif op == "state":
+                    rep = {"problems": self.state_problems("a call") if self.role == "candidate" else []}
                 elif op == "exit":
                     os._exit(0)
                 else:

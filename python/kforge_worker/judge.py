@@ -729,6 +729,11 @@ class Judge:
             self.executor_failure(ex, rep, "a batch of %s" % name)
         if name == "candidate":
             self.executor_problems(rep)
+            # the executor's own snapshots (patched functions, switches, threads, streams), compared
+            # after the clock stopped: their cost is not the candidate's
+            ex.cont()
+            self.executor_problems(self.ask(ex, {"op": "state"}, "after a batch of %s" % name))
+            ex.stop()
         return t1 - t0, copies, rep
 
     def poison(self, arena):
