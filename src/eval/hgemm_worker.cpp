@@ -230,6 +230,7 @@ class Executor {
     ::unlink(path);
     ::fcntl(out_fd_, F_SETFD, FD_CLOEXEC);
     proc_ = std::make_unique<WorkerProcess>(argv, env, out_fd_, true);
+    proc_->set_max_line(size_t(1) << 20);  // replies are short; an endless line is an attack
   }
   ~Executor() {
     if (proc_) proc_->kill();
@@ -254,6 +255,9 @@ class Executor {
                                                  "too slow; it was killed (%s)",
                                                  what_.c_str(), timeout_s, end().c_str())};
       case WorkerProcess::Read::kEof:
+        if (proc_->overlong())
+          throw ExecFailure{reason::kForgedReply, "the " + what_ + " wrote more than 1 MiB without ending a line on "
+                                                  "the reply channel (" + end() + ")"};
         throw ExecFailure{reason::kCrashed, "the " + what_ + " died while running the candidate: " + end()};
       case WorkerProcess::Read::kLine:
         break;

@@ -49,6 +49,7 @@ inline constexpr const char* kWrongShape = "wrong_shape";            // output s
 inline constexpr const char* kLazyOutput = "lazy_output";            // not a plain dense tensor with its own storage
 inline constexpr const char* kAliasedOutput = "aliased_output";      // an output shares memory with an input
 inline constexpr const char* kMonkeyPatch = "monkey_patch";          // torch/timer/builtin functions or global switches replaced
+inline constexpr const char* kNoKernelLaunched = "no_kernel_launched";  // --require-cuda-kernel: none of its kernels ran
 inline constexpr const char* kPrecisionDowngrade = "precision_downgrade";  // TF32, autocast, default dtype switched
 }  // namespace reason
 

@@ -80,6 +80,11 @@ WorkerProcess::Read WorkerProcess::read_line(double timeout_s, std::string& line
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return Read::kEof;
     buf_.append(chunk, size_t(n));
+    if (buf_.size() > max_line_ && buf_.find('\n') == std::string::npos) {
+      overlong_ = true;
+      buf_.clear();
+      return Read::kEof;
+    }
   }
 }
 

@@ -26,8 +26,11 @@ class WorkerProcess {
   bool send(const std::string& line);
 
   enum class Read { kLine, kEof, kTimeout };
-  // One line within `timeout_s`.
+  // One line within `timeout_s`. With a line cap set, more than that many bytes without a newline
+  // end the read as kEof with overlong() true (a hostile writer cannot grow this process's memory).
   Read read_line(double timeout_s, std::string& line);
+  void set_max_line(size_t bytes) { max_line_ = bytes; }
+  bool overlong() const { return overlong_; }
 
   pid_t pid() const { return pid_; }
   // Kills the whole process group and reaps the worker; describes how it ended.
@@ -42,6 +45,8 @@ class WorkerProcess {
   pid_t pid_ = -1;
   int in_ = -1, out_ = -1;
   std::string buf_;
+  size_t max_line_ = size_t(-1);
+  bool overlong_ = false;
 };
 
 }  // namespace kforge
