@@ -10,7 +10,7 @@
 // judged by a fresh judge process (`kforge_worker serve`, python/kforge_worker/judge.py), which
 // never imports candidate code: it starts an executor subprocess for the candidate and one for the
 // baselines (python/kforge_worker/executor.py), draws the inputs, owns the references, reads the
-// outputs back and times from outside (docs/pytorch-tasks.md, docs/threat-model-torch.md). The judge
+// outputs back and times from outside (docs/pytorch-tasks.md, docs/threat-model.md). The judge
 // reports phases; the compile time-out applies while it imports the candidate, the run time-out to
 // the rest. Every line it writes carries a secret key drawn for the request (a line without it is
 // forged_reply). A judge that hangs is killed (its whole process group), one that dies gives
