@@ -576,7 +576,14 @@ class Judge {
       throw ExecFailure{reason::kGpuNotIdle, strf("the GPU was busy before a batch (a %.0f us probe took %.0f us): "
                                                   "the candidate's work outlived its calls",
                                                   20.0, seen)};
-    nlohmann::json rep = e.request(req, r_.run_timeout_s > 0 ? r_.run_timeout_s : 60.0, wall_us);
+    nlohmann::json rep;
+    try {
+      rep = e.request(req, r_.run_timeout_s > 0 ? r_.run_timeout_s : 60.0, wall_us);
+    } catch (const ExecFailure& f) {
+      if (&e == cand_.get()) throw;
+      // The baseline's own failure is kforge's, not the candidate's: start afresh.
+      throw Fatal{reason::kInternalError, "the baseline executor failed (" + f.code + "): " + f.why};
+    }
     if (!gpu_idle(&seen))
       throw ExecFailure{reason::kGpuNotIdle, strf("the GPU was still busy after the %s said done (a 20 us probe took "
                                                   "%.0f us): work ran outside the calls it was timed on",
