@@ -648,6 +648,16 @@ class Judge {
     last_after_ = after;
   }
 
+  // The baseline's outputs pass the same checks as a candidate's, or the judge itself is wrong:
+  // the checks run on a scratch verdict, and a failure is kforge's (the judge starts afresh).
+  void judge_baseline_batch(const Batch& b, const nlohmann::json& rep, const std::string& what, bool timed) {
+    Verdict scratch;
+    std::swap(scratch, v_);
+    judge_batch(b, rep, what, timed);
+    std::swap(scratch, v_);
+    if (!scratch.reasons.empty()) throw Fatal{reason::kInternalError, "the baseline fails the judge's checks: " + scratch.message};
+  }
+
   nlohmann::json run_req(const Batch& b, const std::string& mode, int hold_us = 0) {
     return {{"op", "run"}, {"mode", mode}, {"order", b.order}, {"hold_us", hold_us}};
   }
@@ -680,11 +690,7 @@ class Judge {
     Batch bb = new_batch(true);
     prepare(bb);
     rep = send(*w_.baseline, run_req(bb, "offline"), nullptr);
-    Verdict probe;
-    std::swap(probe, v_);
-    judge_batch(bb, rep, "the baseline's calls", false);
-    std::swap(probe, v_);
-    if (!probe.reasons.empty()) throw Fatal{reason::kInternalError, "the baseline fails the judge's checks: " + probe.message};
+    judge_baseline_batch(bb, rep, "the baseline's calls", false);
     v_.details["checks"] = {{"outputs_checked", checked_outputs_}, {"worst_error_over_bound", worst_ratio_}};
     // Device memory the candidate took beyond its workspace and stayed holding: it would starve
     // the judge and whatever runs next.
@@ -721,11 +727,7 @@ class Judge {
       if (is_cand) {
         judge_batch(b, rep, mode + (pass ? " timing" : " timing preroll"), true);
       } else {
-        Verdict scratch;
-        std::swap(scratch, v_);
-        judge_batch(b, rep, "baseline", true);
-        std::swap(scratch, v_);
-        if (!scratch.reasons.empty()) throw Fatal{reason::kInternalError, "the baseline failed a check: " + scratch.message};
+        judge_baseline_batch(b, rep, "baseline", true);
       }
       if (!v_.reasons.empty()) return 0;
       per_call = std::max(wall - (is_cand ? cand_channel_ : base_channel_), 0.01) / double(b.order.size());
