@@ -519,7 +519,7 @@ class Judge {
 
   // `calls` slots drawn at random (0: the batch size chosen for this candidate), the first of them
   // the previous batch's last: the same pointers as a call before, with fresh contents.
-  Batch new_batch(bool all_dists, size_t calls = 0) {
+  Batch new_batch(size_t calls = 0) {
     Batch b;
     b.seed = os_random();
     std::vector<int> all(L_.slots);
@@ -530,10 +530,14 @@ class Judge {
     all.resize(std::min<size_t>(calls ? calls : batch_calls_, all.size()));
     b.order = all;
     last_slot_ = b.order.back();
-    for (size_t i = 0; i < b.order.size(); ++i)
-      b.dists.push_back((unsigned char)(all_dists && i < 4 ? kDists[i] : kDists[os_random() % 4]));
-    if (all_dists)
-      for (size_t i = b.dists.size(); i > 1; --i) std::swap(b.dists[i - 1], b.dists[os_random() % i]);
+    // Every batch carries the four distributions in equal shares (as near as its length allows),
+    // shuffled: which inputs a call gets says nothing about whether it is timed, and batches of
+    // one side do not differ in how much power their inputs draw (small integers and biased
+    // values switch fewer bits than normal ones; with free draws a 4-call batch could be all of
+    // one kind, and the GPU's clock with it).
+    const unsigned first = unsigned(os_random() % 4);
+    for (size_t i = 0; i < b.order.size(); ++i) b.dists.push_back((unsigned char)kDists[(first + i) % 4]);
+    for (size_t i = b.dists.size(); i > 1; --i) std::swap(b.dists[i - 1], b.dists[os_random() % i]);
     return b;
   }
 
@@ -666,7 +670,7 @@ class Judge {
     // 1: every distribution present. 2: the same inputs again behind a gate that holds the given
     // stream (work that escapes it shows): identical outputs. The gate comes second, once the
     // candidate's kernels are loaded (loading a module waits for the gate).
-    Batch b0 = new_batch(true, std::min<size_t>(8, L_.slots));
+    Batch b0 = new_batch(std::min<size_t>(8, L_.slots));
     prepare(b0);
     double wall0 = 0;
     nlohmann::json rep = send(*cand_, run_req(b0, "offline"), &wall0);
@@ -675,7 +679,7 @@ class Judge {
     // Batches of about 8 ms of this candidate's calls (by the judge's clock), 4 to all slots.
     const double per_call = std::max(wall0 / double(b0.order.size()), 1.0);
     batch_calls_ = size_t(std::clamp(std::ceil(8000.0 / per_call), 4.0, double(L_.slots)));
-    Batch b1 = new_batch(true);
+    Batch b1 = new_batch();
     prepare(b1);
     rep = send(*cand_, run_req(b1, "offline"), nullptr);
     judge_batch(b1, rep, "verification", false);
@@ -687,7 +691,7 @@ class Judge {
     judge_batch(b1, rep, "verification, identical inputs again, stream held", false, &first);
     if (!v_.reasons.empty()) return;
     // The baseline's own outputs pass the same checks (a judge that failed cuBLASLt would be wrong).
-    Batch bb = new_batch(true);
+    Batch bb = new_batch();
     prepare(bb);
     rep = send(*w_.baseline, run_req(bb, "offline"), nullptr);
     judge_baseline_batch(bb, rep, "the baseline's calls", false);
@@ -719,7 +723,7 @@ class Judge {
     const bool is_cand = &e == cand_.get();
     double per_call = 0;
     for (int pass = 0; pass < 2; ++pass) {
-      Batch b = new_batch(false);
+      Batch b = new_batch();
       if (fixed_order) b.order = fixed_order->order;
       prepare(b);
       double wall = 0;
@@ -739,7 +743,7 @@ class Judge {
   // by this process's clock from request to reply, less the channel's round trip.
   double server_sample(Executor& e) {
     const bool is_cand = &e == cand_.get();
-    Batch b = new_batch(false);
+    Batch b = new_batch();
     const size_t n = std::min<size_t>(b.order.size(), 8);
     prepare(b);
     std::vector<double> events, outside;
@@ -780,7 +784,7 @@ class Judge {
     const Batch* order = nullptr;
     const std::string wire = mode == Mode::kGraph ? "graph" : mode == Mode::kServer ? "server" : "offline";
     if (mode == Mode::kGraph) {
-      fixed = new_batch(false);
+      fixed = new_batch();
       const nlohmann::json cap = {{"op", "capture"}, {"order", fixed.order}};
       nlohmann::json rc = cand_->request(cap, r_.run_timeout_s > 0 ? r_.run_timeout_s : 60.0);
       if (rc.contains("error")) {
