@@ -23,10 +23,15 @@ int main(int argc, char** argv) {
   kforge::register_hgemm_compare(*hgemm);
   kforge::register_hgemm_variants(*hgemm);
   kforge::register_hgemm_export(*hgemm);
+  kforge::add_value_checks(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Bad command lines are usage errors like any other: exit status 2, one plain line.
+    std::fprintf(stderr, "kforge: error: %s\n", kforge::describe_parse_error(app, e).c_str());
+    return 2;
   } catch (const kforge::ExitStatus& s) {
     return s.code;
   } catch (const kforge::Error& e) {

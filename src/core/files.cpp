@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,8 +31,22 @@ void check_writable(const std::string& path) {
   if (::access(dir.c_str(), W_OK) != 0)
     KF_USAGE_ERROR("cannot write '%s': folder '%s' is not writable (%s)", path.c_str(), dir.c_str(),
                    std::strerror(errno));
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    KF_USAGE_ERROR("cannot write '%s': it exists and is not a regular file", path.c_str());
   if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
     KF_USAGE_ERROR("cannot write '%s': %s", path.c_str(), std::strerror(errno));
+  // access() says yes to root everywhere, even where nothing can be created (/proc, a read-only
+  // mount): create and remove a file beside the target to know.
+  std::string probe = (dir / ".kforge-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    const int err = errno;
+    const fs::path real = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+    KF_USAGE_ERROR("cannot write '%s': no file can be created in folder '%s' (%s)", path.c_str(),
+                   real.empty() ? dir.c_str() : real.c_str(), std::strerror(err));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
