@@ -172,4 +172,24 @@ void check_output_file(const char* flag, const std::string& path) {
   check_writable(path);
 }
 
+void check_writable_folder(const char* flag, const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) KF_USAGE_ERROR("%s: folder %s does not exist", flag, dir.c_str());
+  std::string probe = (fs::path(dir) / ".kforge-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    const int err = errno;
+    const fs::path real = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+    KF_USAGE_ERROR("%s: no file can be created in folder %s (%s)", flag, real.empty() ? dir.c_str() : real.c_str(),
+                   std::strerror(err));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+std::string plain_message(const std::string& message) {
+  static const std::regex tag(R"(\[json\.exception\.[a-z_]+\.[0-9]+\] ?)");
+  return std::regex_replace(message, tag, "");
+}
+
 }  // namespace kforge

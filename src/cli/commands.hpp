@@ -30,6 +30,7 @@ void register_eval(CLI::App& app);
 void register_eval_torch(CLI::App& eval);  // kforge eval --task / --tasks (PyTorch tasks)
 void register_tasks(CLI::App& app);
 void register_optimize(CLI::App& app);
+void register_serve(CLI::App& app);  // src/serve/command.cpp
 
 // Checks every option of `app` and its subcommands accepts at parse time: no empty values; for
 // numeric options (CLI11 type INT, UINT, FLOAT) a whole, finite, non-negative number that fits.
@@ -49,5 +50,9 @@ void check_seconds(const char* flag, double seconds);
 void check_input_file(const char* what, const std::string& path);
 // Writable output files, probed (by creating and removing a file beside each) before any work.
 void check_output_file(const char* flag, const std::string& path);
+// A folder files can be created in (probed the same way).
+void check_writable_folder(const char* flag, const std::string& dir);
+// `message` without the "[json.exception.parse_error.101] " tags of nlohmann::json's errors.
+std::string plain_message(const std::string& message);
 
 }  // namespace kforge

@@ -1,5 +1,6 @@
 // kforge doctor: what this machine offers kforge, and what is missing.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "baselines/cublas.hpp"
@@ -7,6 +8,7 @@
 #include "core/text.hpp"
 #include "gpu/device.hpp"
 #include "kforge/version.hpp"
+#include "torch/torch_eval.hpp"
 
 namespace kforge {
 namespace {
@@ -23,6 +25,12 @@ std::string first_line_of(const std::string& cmd) {
   const int rc = ::pclose(p);
   if (rc != 0) return {};
   return std::string(trim(out.substr(0, out.find('\n'))));
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 void row(const char* what, const std::string& value) { std::printf("  %-22s %s\n", what, value.c_str()); }
@@ -61,10 +69,17 @@ int run_doctor() {
   std::string nvcc = first_line_of("nvcc --version | tail -n 1");
   row("nvcc", nvcc.empty() ? "NOT FOUND on PATH (needed to compile candidates)" : nvcc);
   if (nvcc.empty()) ok = false;
+  // The interpreter the PyTorch evaluator will run: $KFORGE_PYTHON, else python3 on PATH.
   std::printf("Python (optional: PyTorch tasks)\n");
-  std::string py = first_line_of("python3 --version");
-  row("python3", py.empty() ? "not found" : py);
-  std::string torch = py.empty() ? "" : first_line_of("python3 -c 'import torch; print(torch.__version__, \"cuda\" if torch.cuda.is_available() else \"no cuda\")'");
+  const char* env = std::getenv("KFORGE_PYTHON");
+  const bool from_env = env && *env;
+  const std::string wanted = from_env ? env : "python3";
+  const std::string python = find_python();
+  const char* label = from_env ? "python (KFORGE_PYTHON)" : "python (python3)";
+  std::string py = python.empty() ? "" : first_line_of(shell_quote(python) + " --version");
+  if (python.empty()) row(label, from_env ? "NOT FOUND: " + wanted + " (fix or unset KFORGE_PYTHON)" : "not found on PATH");
+  else row(label, python + (py.empty() ? " (does not run)" : " (" + py + ")"));
+  std::string torch = py.empty() ? "" : first_line_of(shell_quote(python) + " -c 'import torch; print(torch.__version__, \"cuda\" if torch.cuda.is_available() else \"no cuda\")'");
   row("torch", torch.empty() ? "not importable" : torch);
   std::printf("%s\n", ok ? "doctor: everything kforge needs is here"
                          : "doctor: something kforge needs is missing (see above)");

@@ -1,6 +1,8 @@
 // kforge eval hgemm: judge candidate .cu files through the hardened evaluator.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <regex>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -62,11 +64,19 @@ void run_eval(const EvalCliOptions& o) {
   for (Mode m : parse_modes(o.modes)) eo.modes.emplace_back(to_string(m));
   if (o.candidates.empty()) KF_USAGE_ERROR("no candidate given (kforge eval hgemm --shape MxNxK FILE.cu ...)");
   if (o.samples < 3 || o.samples > 1000) KF_USAGE_ERROR("--samples must be between 3 and 1000 (got %d)", o.samples);
-  if (!(o.compile_timeout > 0)) KF_USAGE_ERROR("--compile-timeout must be positive");
-  if (!(o.run_timeout > 0)) KF_USAGE_ERROR("--run-timeout must be positive");
+  check_seconds("--compile-timeout", o.compile_timeout);
+  check_seconds("--run-timeout", o.run_timeout);
+  if (!o.arch.empty() && !std::regex_match(o.arch, std::regex("sm_[0-9]{2,3}[a-z]?")))
+    KF_USAGE_ERROR("--arch '%s': expected an nvcc target such as sm_90a or sm_80", o.arch.c_str());
   if (!o.out.empty()) {
     if (!ends_with(o.out, ".json")) KF_USAGE_ERROR("--out must name a .json file (got '%s')", o.out.c_str());
-    check_writable(o.out);
+    check_output_file("--out", o.out);
+  }
+  // A missing candidate is a verdict (missing_file) and the batch goes on; a path that names
+  // something other than a file is a mistake on the command line.
+  for (const std::string& c : o.candidates) {
+    std::error_code ec;
+    if (std::filesystem::exists(c, ec)) check_input_file("candidate", c);
   }
   eo.reward = parse_reward(o.reward);
   eo.reward.mode = eo.modes.front();

@@ -1,8 +1,10 @@
 // kforge eval --task FILE CANDIDATE.py ... / kforge eval --tasks DIR: KernelBench-format PyTorch
 // tasks through the Python worker (torch/torch_eval.hpp), with metrics over a task set.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <regex>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -78,7 +80,8 @@ std::vector<std::string> parse_baselines(const std::string& spec) {
   return out;
 }
 
-void run_eval_torch(const TorchCliOptions& o) {
+// Everything the options say, checked before anything is started or written.
+void validate(const TorchCliOptions& o) {
   if (!o.task.empty() && !o.tasks.empty()) KF_USAGE_ERROR("give --task FILE or --tasks DIR, not both");
   if (o.task.empty() && o.tasks.empty())
     KF_USAGE_ERROR("nothing to judge: kforge eval --task TASK.py CANDIDATE.py ..., kforge eval --tasks DIR, or "
@@ -86,18 +89,65 @@ void run_eval_torch(const TorchCliOptions& o) {
   if (!o.tasks.empty() && !o.candidates.empty())
     KF_USAGE_ERROR("--tasks pairs solutions by name (see --solutions); candidate files are for --task");
   if (!o.task.empty() && o.candidates.empty()) KF_USAGE_ERROR("no candidate given (kforge eval --task TASK.py CANDIDATE.py ...)");
+  if (!o.task.empty()) {
+    check_input_file("--task", o.task);
+    if (!ends_with(o.task, ".py"))
+      KF_USAGE_ERROR("--task %s is not a Python file: a task is a KernelBench-format FILE.py (defining Model, "
+                     "get_inputs, get_init_inputs)", o.task.c_str());
+  }
+  if (!o.tasks.empty()) {
+    std::error_code ec;
+    if (!fs::exists(o.tasks, ec)) KF_USAGE_ERROR("--tasks %s: no such folder or listing", o.tasks.c_str());
+    if (!fs::is_directory(o.tasks, ec)) check_input_file("--tasks", o.tasks);
+  }
+  if (!o.solutions.empty()) {
+    std::error_code ec;
+    if (o.tasks.empty()) KF_USAGE_ERROR("--solutions goes with --tasks (with --task, name the candidate files)");
+    if (!fs::is_directory(o.solutions, ec)) KF_USAGE_ERROR("--solutions %s: no such folder", o.solutions.c_str());
+  }
+  // A missing candidate is a verdict (missing_file) and the batch goes on; a path that names
+  // something other than a file is a mistake on the command line.
+  for (const std::string& c : o.candidates) {
+    std::error_code ec;
+    if (fs::exists(c, ec)) check_input_file("candidate", c);
+  }
   if (!o.out.empty()) {
     if (!ends_with(o.out, ".json")) KF_USAGE_ERROR("--out must name a .json file (got '%s')", o.out.c_str());
-    check_writable(o.out);
+    check_output_file("--out", o.out);
   }
   for (const std::string& m : o.metrics) {
     if (!ends_with(m, ".json") && !ends_with(m, ".csv"))
       KF_USAGE_ERROR("--metrics must name a .csv or .json file (got '%s')", m.c_str());
-    check_writable(m);
+    check_output_file("--metrics", m);
   }
-  if (!(o.compile_timeout > 0)) KF_USAGE_ERROR("--compile-timeout must be positive");
-  if (!(o.import_timeout > 0)) KF_USAGE_ERROR("--import-timeout must be positive");
-  if (!(o.run_timeout > 0)) KF_USAGE_ERROR("--run-timeout must be positive");
+  check_seconds("--compile-timeout", o.compile_timeout);
+  check_seconds("--import-timeout", o.import_timeout);
+  check_seconds("--run-timeout", o.run_timeout);
+  if (o.samples < 3 || o.samples > 1000) KF_USAGE_ERROR("--samples must be between 3 and 1000 (got %d)", o.samples);
+  if (o.trials < 1 || o.trials > 100) KF_USAGE_ERROR("--trials must be between 1 and 100 (got %d)", o.trials);
+  if (o.build_jobs > 256) KF_USAGE_ERROR("--build-jobs must be between 0 (automatic) and 256 (got %d)", o.build_jobs);
+  // --atol/--rtol: the default is "unset" (-1); a given value was checked at parse time (a finite
+  // number >= 0, see add_value_checks).
+  const std::string device(trim(o.device));
+  if (device != "cpu" && device != "cuda" && !std::regex_match(device, std::regex("cuda:[0-9]{1,2}")))
+    KF_USAGE_ERROR("--device '%s': expected cuda, cuda:N or cpu", o.device.c_str());
+  if (device == "cpu") {
+    for (const std::string& b : parse_baselines(o.baselines))
+      if (b != "eager")
+        KF_USAGE_ERROR("--device cpu times only the eager baseline (got --baselines %s); torch.compile and CUDA "
+                       "graphs on the CPU say nothing about a CUDA kernel", o.baselines.c_str());
+  }
+  if (!o.python.empty() && find_python(o.python).empty())
+    KF_USAGE_ERROR("--python %s: no such interpreter (give the path of a Python with torch)", o.python.c_str());
+  if (o.python.empty()) {
+    const char* env = std::getenv("KFORGE_PYTHON");
+    if (env && *env && find_python(env).empty())
+      KF_USAGE_ERROR("KFORGE_PYTHON=%s: no such interpreter (unset it, or name a Python with torch)", env);
+  }
+}
+
+void run_eval_torch(const TorchCliOptions& o) {
+  validate(o);
 
   TorchEvalOptions eo;
   eo.python = o.python;
@@ -129,7 +179,12 @@ void run_eval_torch(const TorchCliOptions& o) {
       task_ids.push_back(fs::path(o.task).stem().string());
     }
   } else {
-    const std::vector<TorchTask> set = load_task_set(o.tasks);
+    std::vector<TorchTask> set;
+    try {
+      set = load_task_set(o.tasks);
+    } catch (const nlohmann::json::exception& e) {
+      KF_USAGE_ERROR("task set %s is not a valid listing: %s", o.tasks.c_str(), plain_message(e.what()).c_str());
+    }
     if (set.empty()) KF_USAGE_ERROR("the task set %s holds no tasks", o.tasks.c_str());
     const std::string sol = !o.solutions.empty() ? o.solutions
                                                  : (fs::is_directory(o.tasks) ? (fs::path(o.tasks) / "solutions").string()

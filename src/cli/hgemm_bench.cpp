@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <regex>
 
 #include "baselines/cublas.hpp"
 #include "cli/commands.hpp"
@@ -78,8 +79,15 @@ struct BenchPlan {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
+// A --shapes value that names a file (a folder in it, or an extension) rather than a shape list.
+bool names_a_file(const std::string& spec) {
+  return spec.find('/') != std::string::npos || std::regex_match(spec, std::regex(R"(.*\.[A-Za-z][A-Za-z0-9]*)"));
+}
+
 BenchPlan make_plan(const BenchOptions& o) {
   BenchPlan p;
+  if (o.shapes != "grid" && !o.shapes.empty() && o.shapes[0] != '@' && names_a_file(o.shapes))
+    check_input_file("--shapes", o.shapes);
   p.shapes = resolve_shapes(o.shapes);
   p.modes = parse_modes(o.modes);
   p.layouts = parse_layouts(o.layouts);
@@ -93,8 +101,16 @@ BenchPlan make_plan(const BenchOptions& o) {
     p.baselines.push_back("ours");
   if (p.baselines.empty()) KF_USAGE_ERROR("no baseline given");
   if (o.max_variants < 0) KF_USAGE_ERROR("--max-variants must be 0 (all) or positive");
-  if (!o.table.empty() && !std::filesystem::exists(o.table)) KF_USAGE_ERROR("no such dispatch table: %s", o.table.c_str());
-  if (!o.tune_out.empty()) check_writable(o.tune_out);
+  if (!o.table.empty()) check_input_file("--table", o.table);
+  if (!o.tune_out.empty()) {
+    if (!ends_with(o.tune_out, ".json")) KF_USAGE_ERROR("--out '%s' must end in .json (a dispatch table)", o.tune_out.c_str());
+    check_output_file("--out", o.tune_out);
+    if (std::filesystem::exists(o.tune_out)) check_input_file("--out", o.tune_out);  // read to resume
+  }
+  if (o.table_limit > 1000000) KF_USAGE_ERROR("--table-limit must be at most 1000000 (got %d)", o.table_limit);
+  if (o.max_variants > 10000) KF_USAGE_ERROR("--max-variants must be at most 10000 (got %d)", o.max_variants);
+  if (o.budget_s > 365 * 24 * 3600.0)
+    KF_USAGE_ERROR("--budget %g: at most a year of seconds (0: no limit)", o.budget_s);
   p.dist = parse_dist(o.dist);
   if (o.cold == "flush") p.flush_l2 = true;
   else if (o.cold == "rotate") p.rotate = true;
@@ -120,7 +136,8 @@ BenchPlan make_plan(const BenchOptions& o) {
   if (!(o.batch_us > 0) || o.batch_us > 1e6) KF_USAGE_ERROR("--batch-us must be in (0, 1e6] (got %g)", o.batch_us);
   if (!(o.server_rate > 0) || o.server_rate > 1e6) KF_USAGE_ERROR("--server-rate must be in (0, 1e6] calls/s (got %g)", o.server_rate);
   if (o.autotune_algos < 1 || o.autotune_algos > 1000) KF_USAGE_ERROR("--autotune-algos must be between 1 and 1000");
-  if (o.check_samples < 2) KF_USAGE_ERROR("--check-samples must be at least 2");
+  if (o.check_samples < 2 || o.check_samples > (1 << 24))
+    KF_USAGE_ERROR("--check-samples must be between 2 and 16777216 (got %d)", o.check_samples);
   return p;
 }
 
@@ -625,7 +642,7 @@ void run_variants(const VariantsOptions& o) {
   if (shape && (all_layouts || all_accs))
     KF_USAGE_ERROR("--shape needs one --layout (nn or tn) and one --acc (f32 or f16)");
   if (!o.table.empty() && !shape) KF_USAGE_ERROR("--table needs --shape");
-  if (!o.table.empty() && !std::filesystem::exists(o.table)) KF_USAGE_ERROR("no such dispatch table '%s'", o.table.c_str());
+  if (!o.table.empty()) check_input_file("--table", o.table);
 
   const std::optional<std::string> no_gpu = gpu_unavailable_reason();
   std::optional<DeviceInfo> dev;
@@ -725,8 +742,8 @@ void register_hgemm_bench(CLI::App& hgemm) {
                   "every algorithm its heuristic returns, each timed, best kept)")
       ->capture_default_str();
   cmd->add_option("--out", o->outs, "write results to FILE.csv or FILE.json (repeatable); written whole at the end");
-  cmd->add_option("--db", o->db, "SQLite run database to append this run to")->capture_default_str();
-  cmd->add_flag("--no-db", o->no_db, "do not record the run in a database");
+  CLI::Option* db = cmd->add_option("--db", o->db, "SQLite run database to append this run to")->capture_default_str();
+  cmd->add_flag("--no-db", o->no_db, "do not record the run in a database")->excludes(db);
   cmd->add_option("--cold", o->cold, "cache state: none (warm), flush (write 2x L2 before every timed call; "
                                      "offline/server), rotate (cycle through input sets filling > 3x L2)")
       ->capture_default_str();
@@ -776,10 +793,11 @@ void register_hgemm_tune(CLI::App& hgemm) {
   cmd->add_option("--out", o->tune_out, "the dispatch table (JSON) to write; entries already there are kept and "
                                         "their shapes skipped unless --retune")
       ->capture_default_str();
-  cmd->add_flag("--retune", o->retune, "measure shapes the table already has again");
+  CLI::Option* retune = cmd->add_flag("--retune", o->retune, "measure shapes the table already has again");
   cmd->add_flag("--retune-stale", o->retune_stale,
                 "measure again only the shapes the table has from a build with another set of variants (resumable: "
-                "each re-measured entry is stamped with this build's set)");
+                "each re-measured entry is stamped with this build's set)")
+      ->excludes(retune);
   cmd->add_option("--max-variants", o->max_variants, "variants measured per shape: the N the cost model ranks best "
                                                      "(0: every variant that supports the shape)")
       ->capture_default_str();
@@ -787,8 +805,8 @@ void register_hgemm_tune(CLI::App& hgemm) {
       ->capture_default_str();
   cmd->add_option("--baselines", o->baselines, "what is timed per shape: ours_all (required) and baselines to compare")
       ->capture_default_str();
-  cmd->add_option("--db", o->db, "SQLite run database to append this run to")->capture_default_str();
-  cmd->add_flag("--no-db", o->no_db, "do not record the run in a database");
+  CLI::Option* db = cmd->add_option("--db", o->db, "SQLite run database to append this run to")->capture_default_str();
+  cmd->add_flag("--no-db", o->no_db, "do not record the run in a database")->excludes(db);
   cmd->add_option("--samples", o->samples, "timed samples per measurement")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed for inputs and random order")->capture_default_str();
   cmd->add_option("--results", o->outs, "also write every measurement to FILE.csv or FILE.json");

@@ -59,15 +59,30 @@ void print_row(const std::string& line) {
   std::printf("%.*s\n", int(line.find_last_not_of(' ') + 1), line.c_str());
 }
 
-void require_file(const std::string& path, const char* what) {
-  if (!std::filesystem::is_regular_file(path)) KF_USAGE_ERROR("%s '%s' does not exist", what, path.c_str());
+void require_file(const std::string& path, const char* what) { check_input_file(what, path); }
+
+// A time that is negative, zero, NaN or infinite is no measurement: the file was edited or broken.
+void check_times(const std::vector<Measurement>& rows, const std::string& path) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Measurement& m = rows[i];
+    const std::pair<const char*, double> times[] = {{"median_us", m.time_us.median}, {"p10_us", m.time_us.p10},
+                                                    {"p90_us", m.time_us.p90},       {"min_us", m.time_us.min},
+                                                    {"max_us", m.time_us.max},       {"mean_us", m.time_us.mean}};
+    for (const auto& [column, t] : times)
+      if (!std::isfinite(t) || t <= 0)
+        KF_USAGE_ERROR("%s: result row %zu (%s %s %s %s) has %s %g: every time must be a positive number (rerun "
+                       "`kforge hgemm bench --out`, or fix the file)", path.c_str(), i + 1, m.shape.str().c_str(),
+                       std::string(to_string(m.layout)).c_str(), m.impl.c_str(), m.mode.c_str(), column, t);
+  }
 }
 
 // Reads a results CSV and keeps the rows of `mode`.
 std::vector<Measurement> load_run(const std::string& path, const std::string& mode) {
   std::vector<Measurement> kept;
   std::set<std::string> modes;
-  for (Measurement& m : parse_results_csv(read_file(path), path)) {
+  std::vector<Measurement> all = parse_results_csv(read_file(path), path);
+  check_times(all, path);
+  for (Measurement& m : all) {
     modes.insert(m.mode);
     if (m.mode == mode) kept.push_back(std::move(m));
   }
@@ -226,7 +241,6 @@ void register_hgemm_compare(CLI::App& hgemm) {
       ->capture_default_str();
   cmd->add_option("--max-median-diff", opts->max_median_diff,
                   "With --against: fail if the median |ratio-to-best diff| exceeds X")
-      ->type_name("X")
       ->capture_default_str();
   cmd->add_option("--speedup", opts->speedup,
                   "Speed-up of IMPL over BASE per FLOP decade: geometric mean, win rate, min, max (each side at the "
@@ -234,7 +248,6 @@ void register_hgemm_compare(CLI::App& hgemm) {
       ->type_name("IMPL:BASE");
   cmd->add_option("--min-geomean", opts->min_geomean,
                   "With --speedup: fail if the geometric-mean speed-up over all shapes is below X (0: report only)")
-      ->type_name("X")
       ->capture_default_str();
   cmd->add_flag("--summary", opts->summary,
                 "Print the run's summary: per FLOP decade and implementation, median time, TFLOP/s, % of floor");

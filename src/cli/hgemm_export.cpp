@@ -128,6 +128,7 @@ void run_export(const ExportOptions& o) {
   std::string origin = "none (heuristic only)";
   const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
   const std::string table_path = !o.table.empty() ? o.table : fs::exists(shipped) ? shipped : "";
+  if (!o.table.empty()) check_input_file("--table", o.table);
   if (!table_path.empty()) {
     table = DispatchTable::load(table_path);
     origin = table_path;
@@ -145,10 +146,12 @@ void run_export(const ExportOptions& o) {
       KF_USAGE_ERROR("--out %s is not empty and holds no earlier export (no %s): refusing to replace it even with "
                      "--force", dir.c_str(), kMarker);
   }
+  // Only the export's own folder is created: a mistyped parent never leaves folders behind.
   const fs::path parent = dir.parent_path();
-  fs::create_directories(parent, ec);
-  if (!fs::is_directory(parent, ec)) KF_USAGE_ERROR("--out %s: cannot create folder %s", dir.c_str(), parent.c_str());
-  if (::access(parent.c_str(), W_OK) != 0) KF_USAGE_ERROR("--out %s: folder %s is not writable", dir.c_str(), parent.c_str());
+  if (!fs::is_directory(parent, ec))
+    KF_USAGE_ERROR("--out %s: folder %s does not exist (create it first, or export into an existing folder)",
+                   dir.c_str(), parent.c_str());
+  check_writable_folder("--out", parent.string());
 
   std::string tmpl = (parent / ("." + dir.filename().string() + ".export-XXXXXX")).string();
   if (!::mkdtemp(tmpl.data())) KF_RUNTIME_ERROR("cannot create a staging folder in %s", parent.c_str());

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   kforge::register_eval(app);
   kforge::register_optimize(app);
   kforge::register_tasks(app);
+  kforge::register_serve(app);
   CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks, tuning, export");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   } catch (const kforge::ExitStatus& s) {
     return s.code;
   } catch (const kforge::Error& e) {
-    std::fprintf(stderr, "kforge: error: %s\n", e.what());
+    std::fprintf(stderr, "kforge: error: %s\n", kforge::plain_message(e.what()).c_str());
     if (e.kind() == kforge::ErrorKind::kInternal)
       std::fprintf(stderr, "kforge: (internal error raised at %s; please report it)\n", e.where().c_str());
     return e.kind() == kforge::ErrorKind::kUsage ? 2 : 1;

@@ -25,7 +25,23 @@ void print_listing(const std::vector<TorchTask>& tasks) {
   for (const TorchTask& t : tasks) std::printf("%-16s %-48s %s\n", t.id.c_str(), t.name.c_str(), t.file.c_str());
 }
 
+// A task set, every fault in it a usage error in plain words (a listing's fields of the wrong type
+// would otherwise surface as the JSON library's own exception).
+std::vector<TorchTask> checked_task_set(const std::string& set) {
+  std::error_code ec;
+  if (!std::filesystem::exists(set, ec)) KF_USAGE_ERROR("task set %s: no such folder or listing", set.c_str());
+  if (!std::filesystem::is_directory(set, ec)) check_input_file("task set", set);
+  try {
+    return load_task_set(set);
+  } catch (const nlohmann::json::exception& e) {
+    KF_USAGE_ERROR("task set %s is not a valid listing: %s", set.c_str(), plain_message(e.what()).c_str());
+  }
+}
+
 void run_import(const TasksCliOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.kernelbench, ec))
+    KF_USAGE_ERROR("--kernelbench %s: no such folder (give a KernelBench checkout)", o.kernelbench.c_str());
   std::vector<int> levels;
   for (const std::string& l : split(o.levels, ',')) {
     const std::string t(trim(l));
@@ -37,7 +53,7 @@ void run_import(const TasksCliOptions& o) {
   }
   if (!o.out.empty()) {
     if (!ends_with(o.out, ".json")) KF_USAGE_ERROR("--out must name a .json file (got '%s')", o.out.c_str());
-    check_writable(o.out);
+    check_output_file("--out", o.out);
   }
   const std::vector<TorchTask> tasks = import_kernelbench(o.kernelbench, levels);
   const nlohmann::json j = task_set_to_json(std::filesystem::absolute(o.kernelbench).string(), tasks);
@@ -69,7 +85,7 @@ void register_tasks(CLI::App& app) {
   list->add_option("set", o->set, "the task set")->required();
   list->add_flag("--json", o->json, "print the listing as JSON");
   list->callback([o] {
-    const std::vector<TorchTask> t = load_task_set(o->set);
+    const std::vector<TorchTask> t = checked_task_set(o->set);
     if (o->json) std::printf("%s\n", dump_json(task_set_to_json(o->set, t), 2).c_str());
     else print_listing(t);
   });
