@@ -220,6 +220,12 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
   }
   const cudaError_t sync = cudaDeviceSynchronize();
   if (launch_err == cudaSuccess) launch_err = cudaGetLastError();
+  // A persisting-L2 carve-out left set by the calls (the judge also reads the device's limit from
+  // its own context; this is the candidate context's view).
+  size_t l2_persisting = 0;
+  if (cudaDeviceGetLimit(&l2_persisting, cudaLimitPersistingL2CacheSize) != cudaSuccess) l2_persisting = 0;
+  cudaGetLastError();
+  if (l2_persisting > 0) out["l2_persisting_bytes"] = l2_persisting;
   out["rc"] = rc;
   out["cuda"] = cuda_name(sync != cudaSuccess ? sync : launch_err);
   out["sticky"] = sync != cudaSuccess;

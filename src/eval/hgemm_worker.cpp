@@ -38,6 +38,7 @@
 #include "core/json.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
+#include "gpu/device_lock.hpp"
 #include "eval/arena.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/judge_kernels.hpp"
@@ -335,6 +336,7 @@ struct WorkerState {
   Stream stream;
   Ceilings ceilings;
   double idle_probe_us = 0;  // a 20 us probe kernel's host-seen latency on an idle GPU
+  bool calibrated = false;   // ceilings loaded and the idle probe measured (under the device lock)
   std::string baseline_key;
   std::unique_ptr<Executor> baseline;
   std::string baseline_description;
@@ -605,6 +607,14 @@ class Judge {
     if (const int rc = rep.value("rc", 0); rc != 0) return v_.reject(reason::kCandidateError, strf("returned %d (%s)", rc, what.c_str()));
     if (const std::string c = rep.value("cuda", std::string()); !c.empty())
       return v_.reject(reason::kCudaError, strf("%s (%s)", c.c_str(), what.c_str()));
+    {  // a persisting-L2 carve-out is a device setting the candidate may not touch (hack table)
+      size_t l2 = rep.value("l2_persisting_bytes", size_t(0)), seen = 0;
+      if (cudaDeviceGetLimit(&seen, cudaLimitPersistingL2CacheSize) == cudaSuccess) l2 = std::max(l2, seen);
+      cudaGetLastError();
+      if (l2 > 0)
+        return v_.reject(reason::kForbiddenCall, strf("the calls left a persisting-L2 carve-out of %s set on the device (%s)",
+                                                      human_bytes(double(l2)).c_str(), what.c_str()));
+    }
     if (const uint64_t esc = rep.value("escaped", uint64_t(0)); esc > 0)
       return v_.reject(reason::kSideStream, strf("%llu output elements were written while the given stream was held "
                                                  "behind a gate: the work ran on another stream (%s)",
@@ -670,15 +680,17 @@ class Judge {
     // 1: every distribution present. 2: the same inputs again behind a gate that holds the given
     // stream (work that escapes it shows): identical outputs. The gate comes second, once the
     // candidate's kernels are loaded (loading a module waits for the gate).
+    cand_channel_ = channel_us(*cand_, "offline");
+    base_channel_ = channel_us(*w_.baseline, "offline");
     Batch b0 = new_batch(std::min<size_t>(8, L_.slots));
     prepare(b0);
     double wall0 = 0;
     nlohmann::json rep = send(*cand_, run_req(b0, "offline"), &wall0);
     judge_batch(b0, rep, "verification", false);
     if (!v_.reasons.empty()) return;
-    // Batches of about 8 ms of this candidate's calls (by the judge's clock), 4 to all slots.
-    const double per_call = std::max(wall0 / double(b0.order.size()), 1.0);
-    batch_calls_ = size_t(std::clamp(std::ceil(8000.0 / per_call), 4.0, double(L_.slots)));
+    // Batches of about 8 ms of this candidate's calls (by the judge's clock, less the channel's
+    // round trip), 4 to all slots.
+    batch_calls_ = calls_for_8ms(wall0 - cand_channel_, b0.order.size());
     Batch b1 = new_batch();
     prepare(b1);
     rep = send(*cand_, run_req(b1, "offline"), nullptr);
@@ -693,8 +705,13 @@ class Judge {
     // The baseline's own outputs pass the same checks (a judge that failed cuBLASLt would be wrong).
     Batch bb = new_batch();
     prepare(bb);
-    rep = send(*w_.baseline, run_req(bb, "offline"), nullptr);
+    double wallb = 0;
+    rep = send(*w_.baseline, run_req(bb, "offline"), &wallb);
     judge_baseline_batch(bb, rep, "the baseline's calls", false);
+    // The baseline's batches last about as long as the candidate's (8 ms of its own calls): a
+    // fast baseline timed over the candidate's few calls would be mostly the channel's jitter
+    // (4 calls of 0.2 ms against a round trip of 200 +- 50 us at 4096^3, +-7% between verdicts).
+    base_batch_calls_ = calls_for_8ms(wallb - base_channel_, bb.order.size());
     v_.details["checks"] = {{"outputs_checked", checked_outputs_}, {"worst_error_over_bound", worst_ratio_}};
     // Device memory the candidate took beyond its workspace and stayed holding: it would starve
     // the judge and whatever runs next.
@@ -706,7 +723,14 @@ class Judge {
                                            human_bytes(held).c_str()));
   }
 
-  double channel_us(Executor& e, const std::string& mode) {
+  size_t calls_for_8ms(double batch_us, size_t calls) const {
+    const double per_call = std::max(batch_us / double(std::max<size_t>(calls, 1)), 0.5);
+    return size_t(std::clamp(std::ceil(8000.0 / per_call), 4.0, double(std::max<uint64_t>(L_.slots, 1))));
+  }
+
+  // The channel's round trip (an empty request) by the judge's clock: the median of 5, and in
+  // `spread` how far they ranged (at least 10 us).
+  double channel_us(Executor& e, const std::string& mode, double* spread = nullptr) {
     std::vector<double> xs;
     Batch none;
     for (int i = 0; i < 5; ++i) {
@@ -715,6 +739,7 @@ class Judge {
       xs.push_back(wall);
     }
     std::sort(xs.begin(), xs.end());
+    if (spread) *spread = std::max(xs.back() - xs.front(), 10.0);
     return xs[xs.size() / 2];
   }
 
@@ -723,7 +748,7 @@ class Judge {
     const bool is_cand = &e == cand_.get();
     double per_call = 0;
     for (int pass = 0; pass < 2; ++pass) {
-      Batch b = new_batch();
+      Batch b = new_batch(is_cand ? batch_calls_ : base_batch_calls_);
       if (fixed_order) b.order = fixed_order->order;
       prepare(b);
       double wall = 0;
@@ -739,14 +764,20 @@ class Judge {
     return per_call;
   }
 
-  // Server mode: calls one at a time at exponentially distributed moments chosen here, each timed
-  // by this process's clock from request to reply, less the channel's round trip.
+  // Server mode: calls one at a time at exponentially distributed moments chosen here. A call's
+  // time is the executor's event time around it, but never less than this process's clock from
+  // request to reply less the channel's round trip and its spread: the events refine the judge's
+  // measurement within the channel's noise (a short call is mostly channel), they cannot undercut
+  // it (events are the candidate's to forge; a forged one gains at most the spread, ~tens of us,
+  // and the counted floor still applies to the result).
   double server_sample(Executor& e) {
     const bool is_cand = &e == cand_.get();
     Batch b = new_batch();
     const size_t n = std::min<size_t>(b.order.size(), 8);
     prepare(b);
     std::vector<double> events, outside;
+    int undercut = 0;  // calls whose events said less than the judge's clock allows
+    std::vector<double> judged;
     std::exponential_distribution<double> gap(1.0 / 500.0);
     std::mt19937_64 rng(os_random());
     for (size_t j = 0; j < n; ++j) {
@@ -762,8 +793,12 @@ class Judge {
         return 0;
       }
       const auto ev = rep.value("events_us", std::vector<double>{});
-      events.push_back(ev.empty() ? 0.0 : ev[0]);
-      outside.push_back(std::max(wall - (is_cand ? cand_channel_ : base_channel_), 0.0));
+      const double event = ev.empty() || !std::isfinite(ev[0]) ? 0.0 : ev[0];
+      const double judge = std::max(wall - (is_cand ? cand_channel_ : base_channel_), 0.0);
+      events.push_back(event);
+      judged.push_back(judge);
+      outside.push_back(std::max(event, judge - (is_cand ? cand_spread_ : base_spread_)));
+      if (event < judge - (is_cand ? cand_spread_ : base_spread_)) ++undercut;
     }
     Batch used = b;
     used.order.resize(n);
@@ -774,29 +809,43 @@ class Judge {
     // forge); the events are kept as a detail.
     std::sort(events.begin(), events.end());
     std::sort(outside.begin(), outside.end());
-    if (is_cand) v_.details["timing"]["server_events_us_median"] = events[n / 2];
+    std::sort(judged.begin(), judged.end());
+    // Most calls' events under what the judge's clock allows, and by much: the candidate's process
+    // reports times it did not take (an honest call's events undercut only when the channel was
+    // slower than its measured spread, now and then).
+    if (is_cand && 2 * undercut > int(n) && events[n / 2] < 0.8 * (judged[n / 2] - cand_spread_)) {
+      v_.reject(reason::kForgedReply,
+                strf("server mode: the executor's event times (median %.1f us) are shorter than the judge's clock allows "
+                     "(%.1f us per call, less the channel's %.1f +- %.1f us) for %d of %zu calls",
+                     events[n / 2], judged[n / 2], cand_channel_, cand_spread_, undercut, n));
+      return 0;
+    }
+    if (is_cand) {
+      v_.details["timing"]["server_events_us_median"] = events[n / 2];
+      v_.details["timing"]["server_calls_undercut"] = v_.details["timing"].value("server_calls_undercut", 0) + undercut;
+    }
     return outside[n / 2];
   }
 
   void time_mode(const std::string& mode_name) {
     const Mode mode = parse_mode(mode_name);
-    Batch fixed;
-    const Batch* order = nullptr;
+    Batch fixed_c, fixed_b;
     const std::string wire = mode == Mode::kGraph ? "graph" : mode == Mode::kServer ? "server" : "offline";
     if (mode == Mode::kGraph) {
-      fixed = new_batch();
-      const nlohmann::json cap = {{"op", "capture"}, {"order", fixed.order}};
-      nlohmann::json rc = cand_->request(cap, r_.run_timeout_s > 0 ? r_.run_timeout_s : 60.0);
+      // Each side's graph holds one batch of its own length; every replay is checked in full.
+      fixed_c = new_batch(batch_calls_);
+      fixed_b = new_batch(base_batch_calls_);
+      nlohmann::json rc = cand_->request({{"op", "capture"}, {"order", fixed_c.order}},
+                                         r_.run_timeout_s > 0 ? r_.run_timeout_s : 60.0);
       if (rc.contains("error")) {
         v_.flags.push_back("not_graph_capturable");
         return;
       }
-      rc = w_.baseline->request(cap, 60);
+      rc = w_.baseline->request({{"op", "capture"}, {"order", fixed_b.order}}, 60);
       if (rc.contains("error")) throw Fatal{reason::kInternalError, "the baseline cannot be captured in a graph"};
-      order = &fixed;
     }
-    cand_channel_ = channel_us(*cand_, mode == Mode::kServer ? "server" : "offline");
-    base_channel_ = channel_us(*w_.baseline, mode == Mode::kServer ? "server" : "offline");
+    cand_channel_ = channel_us(*cand_, mode == Mode::kServer ? "server" : "offline", &cand_spread_);
+    base_channel_ = channel_us(*w_.baseline, mode == Mode::kServer ? "server" : "offline", &base_spread_);
     std::vector<double> cs, bs, ratios;
     bool settled = false;
     Summary ratio;
@@ -808,6 +857,7 @@ class Judge {
         for (int side = 0; side < 2; ++side) {
           const bool cand_now = (side == 0) == cand_first;
           Executor& e = cand_now ? *cand_ : *w_.baseline;
+          const Batch* order = mode != Mode::kGraph ? nullptr : cand_now ? &fixed_c : &fixed_b;
           const double t = mode == Mode::kServer ? server_sample(e) : sample(e, wire, order);
           if (!v_.reasons.empty()) return;
           (cand_now ? c : b) = t;
@@ -822,7 +872,7 @@ class Judge {
     v_.speedup[mode_name] = summarize(speedups);
     v_.candidate_us[mode_name] = summarize(cs);
     v_.baseline_us[mode_name] = summarize(bs);
-    v_.details["timing"]["channel_us"][mode_name] = {{"candidate", cand_channel_}, {"baseline", base_channel_}};
+    v_.details["timing"]["channel_us"][mode_name] = {{"candidate", cand_channel_}, {"baseline", base_channel_}, {"candidate_spread", cand_spread_}, {"baseline_spread", base_spread_}};
     v_.details["checks"] = {{"outputs_checked", checked_outputs_}, {"worst_error_over_bound", worst_ratio_}};
     if (!settled && v_.speedup[mode_name].p90 < 1.0)
       v_.flags.push_back("noisy_timing");
@@ -847,12 +897,13 @@ class Judge {
   int threads_before_ = 0;
   size_t ws_bytes_ = 0;
   double est_us_ = 0, floor_us_ = 0, rotation_bytes_ = 0;
-  double cand_channel_ = 0, base_channel_ = 0;
+  double cand_channel_ = 0, base_channel_ = 0, cand_spread_ = 10, base_spread_ = 10;
   ArenaLayout L_;
   DeviceBuffer arena_, slots_dev_, dists_dev_, checks_dev_;
   std::vector<SlotCheck> before_, last_after_;
   int last_slot_ = -1;
-  size_t batch_calls_ = 8;  // calls per batch, from the candidate's own speed once it is known
+  size_t batch_calls_ = 8;       // the candidate's calls per batch, from its own speed once it is known
+  size_t base_batch_calls_ = 8;  // the baseline's, likewise
   size_t free_after_load_ = 0;
   uint64_t checked_outputs_ = 0;
   double worst_ratio_ = 0;
@@ -900,6 +951,24 @@ int run_eval_worker() {
         require_gpu();
         w = std::make_unique<WorkerState>();
         w->dev = query_device(0);
+      }
+      // The GPU is this judge's alone from calibration to its last timed batch (another slot of
+      // this kforge on the same device, or another kforge, waits; gpu/device_lock.hpp).
+      DeviceLock lock;
+      std::string lock_why;
+      const double lock_wait_s = 2 * std::max(req.run_timeout_s, 20.0) + 120;
+      bool busy = false;
+      if (!lock.acquire(w->dev.uuid, lock_wait_s, lock_why)) {
+        busy = lock_why.rfind("the GPU was held", 0) == 0;
+        static bool warned = false;
+        if (!busy && !warned) std::fprintf(stderr, "kforge: warning: %s; judging without it\n", lock_why.c_str());
+        warned = warned || !busy;
+      }
+      if (lock.waited_s() > 0.01) v.details["gpu_lock_wait_s"] = lock.waited_s();
+      if (busy) {
+        v.reject(reason::kInternalError, lock_why + ": not judged (the candidate is not at fault)");
+      } else if (!w->calibrated) {
+        w->calibrated = true;
         w->ceilings = load_or_calibrate_ceilings(w->dev, w->stream.get(), false);
         // A cached ceiling a quick measurement beats was lowered (a lower ceiling lowers every
         // counted floor): measure afresh, in this candidate-free process.
@@ -913,7 +982,7 @@ int run_eval_worker() {
         w->idle_probe_us = probes[4];
       }
       try {
-        Judge(*w, req, v).run();
+        if (!busy) Judge(*w, req, v).run();
       } catch (const Fatal& f) {
         v.reject(f.code, f.why);
         fatal = true;

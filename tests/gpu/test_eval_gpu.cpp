@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <random>
 #include <set>
 
@@ -57,12 +58,17 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
   }
   // Entries judged at the problem their manifest names ("shape", "modes"); the rest at 256x256x8192.
   std::vector<Verdict> verdicts(files.size());
-  std::map<std::pair<std::string, std::string>, std::vector<size_t>> groups;
+  // "needs": "repo" compiles with the repository's root on the include path (kforge's own kernels).
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<size_t>> groups;
   for (size_t i = 0; i < files.size(); ++i)
-    groups[{expect[i].value("shape", "256x256x8192"), expect[i].value("modes", "offline")}].push_back(i);
-  for (const auto& [key, idx] : groups) {
+    groups[{expect[i].value("shape", "256x256x8192"), expect[i].value("modes", "offline"), expect[i].value("needs", "")}]
+        .push_back(i);
+  for (const auto& [group, idx] : groups) {
+    const auto& [shape, modes, needs] = group;
+    const std::pair<std::string, std::string> key{shape, modes};
     EvalOptions o = corpus_options(dir + "/cache");
     o.modes = split(key.second, ',');
+    if (needs == "repo") o.compile.include_dirs.push_back(KFORGE_SOURCE_DIR);
     Evaluator ev(o);
     const HgemmProblem p{parse_shape(key.first), Layout::kNN, Acc::kF32};
     std::vector<std::string> group_files;

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -14,6 +16,7 @@
 #include "core/parallel.hpp"
 #include "eval/devices.hpp"
 #include "gpu/device.hpp"
+#include "gpu/device_lock.hpp"
 
 namespace kforge {
 namespace {
@@ -104,6 +107,45 @@ TEST(Devices, AnExceptionInOneSlotReachesTheCaller) {
                             }),
                std::runtime_error);
   EXPECT_LT(calls.load(), 100);  // the others stopped
+}
+
+}  // namespace
+}  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// Two judges of one device take turns: the second waits, then gives up naming the holder, and
+// gets the lock once the first lets go (flock: two opens of one file conflict even in one process).
+TEST(DeviceLock, OneHolderPerDeviceTheOtherWaitsThenGetsIt) {
+  char dir[] = "/tmp/kforge-lock-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  ::setenv("KFORGE_LOCK_DIR", dir, 1);
+  DeviceLock a, b, other_gpu;
+  std::string why;
+  ASSERT_TRUE(a.acquire("GPU-1234-abcd", 1, why)) << why;
+  EXPECT_FALSE(b.acquire("GPU-1234-abcd", 0.05, why));
+  EXPECT_NE(why.find("held by another kforge process (pid " + std::to_string(::getpid())), std::string::npos) << why;
+  EXPECT_FALSE(b.held());
+  EXPECT_TRUE(other_gpu.acquire("GPU-5678-ef01", 0.05, why)) << why;  // another device is not held
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    a.release();
+  });
+  EXPECT_TRUE(b.acquire("GPU-1234-abcd", 5, why)) << why;
+  EXPECT_GE(b.waited_s(), 0.05);
+  t.join();
+  EXPECT_EQ(DeviceLock::path_for("GPU-1234-abcd"), std::string(dir) + "/kforge-gpu-GPU-1234-abcd.lock");
+  EXPECT_EQ(DeviceLock::path_for("../x"), std::string(dir) + "/kforge-gpu-___x.lock");  // no path from a name
+  // An unusable lock folder is said so, not taken for a busy GPU.
+  ::setenv("KFORGE_LOCK_DIR", "/nonexistent-kforge-dir", 1);
+  DeviceLock c;
+  EXPECT_FALSE(c.acquire("GPU-1234-abcd", 0.05, why));
+  EXPECT_NE(why.find("cannot open the GPU lock"), std::string::npos) << why;
+  ::unsetenv("KFORGE_LOCK_DIR");
+  b.release();
+  other_gpu.release();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
