@@ -41,7 +41,8 @@ fi
 if has build || [ ! -x "$kf" ]; then
   echo "== build"
   cmake "${cmake_args[@]}" >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-  cmake --build "$build" -j "$(nproc)" 2>&1 | tail -3
+  # KFORGE_TARGETS="kforge kforge-executor kforge_gpu_tests" builds only those (default: everything).
+  cmake --build "$build" -j "$(nproc)" ${KFORGE_TARGETS:+--target $KFORGE_TARGETS} 2>&1 | tail -3
 fi
 if has test; then
   echo "== doctor"
