@@ -1,0 +1,175 @@
+#include "service/task.hpp"
+
+#include <filesystem>
+
+#include "compile/compile.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/hash.hpp"
+#include "core/json.hpp"
+#include "core/text.hpp"
+#include "search/loop.hpp"
+
+namespace kforge {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// HGEMM problems
+
+class HgemmJudge : public SlotJudge {
+ public:
+  HgemmJudge(EvalOptions opts, const SlotInfo& slot) : evaluator_(with_slot(std::move(opts), slot)) {}
+  void judge(const EvalTask& task, const std::vector<std::string>& paths,
+             const std::function<void(size_t, Verdict)>& done) override;
+
+ private:
+  static EvalOptions with_slot(EvalOptions o, const SlotInfo& slot) {
+    o.devices.clear();
+    if (slot.device >= 0) o.devices = {slot.device};
+    return o;
+  }
+  Evaluator evaluator_;
+};
+
+class HgemmTask : public EvalTask {
+ public:
+  HgemmTask(const std::string& id, const HgemmProblem& p, const EvalOptions& o)
+      : EvalTask(id), problem_(p), opts_(o), compiler_(std::make_shared<CompileService>(o.compile)) {
+    seed_ = read_file(std::string(KFORGE_DATA_DIR) + "/seeds/hgemm_naive.cu");
+    key_ = "hgemm/" + sha256_hex(dump_json({{"modes", o.modes},
+                                            {"samples", o.samples},
+                                            {"seed", o.seed},
+                                            {"reward", {o.reward.kind, o.reward.mode, o.reward.clip}},
+                                            {"arch", o.compile.arch},
+                                            {"flags", o.compile.extra_flags},
+                                            {"includes", o.compile.include_dirs},
+                                            {"run_timeout_s", o.run_timeout_s},
+                                            {"skip_timing", o.skip_timing},
+                                            {"allow_streams", o.scan.allow_streams}}))
+                           .substr(0, 16);
+  }
+  std::string kind() const override { return "hgemm"; }
+  std::string language() const override { return "cuda"; }
+  std::string extension() const override { return ".cu"; }
+  std::string entry_point() const override { return "kforge_hgemm"; }
+  const std::string& seed() const override { return seed_; }
+  nlohmann::json describe() const override {
+    return {{"id", id()},
+            {"kind", "hgemm"},
+            {"m", problem_.shape.m},
+            {"n", problem_.shape.n},
+            {"k", problem_.shape.k},
+            {"layout", problem_.layout == Layout::kTN ? "tn" : "nn"},
+            {"acc", problem_.acc == Acc::kF32 ? "f32" : "f16"}};
+  }
+  std::string judge_key() const override { return key_; }
+  const RewardConfig& reward() const override { return opts_.reward; }
+  std::unique_ptr<SlotJudge> make_judge(const SlotInfo& slot) const override {
+    return std::make_unique<HgemmJudge>(opts_, slot);
+  }
+  // Compiles into the content-hash cache the judge's evaluator reads (same compile options, so the
+  // same key); its result is the evaluator's to report, so nothing is kept here.
+  void prepare(const std::string& path) const override {
+    try {
+      compiler_->compile_file(path);
+    } catch (const std::exception&) {
+      // The evaluator compiles again and reports whatever went wrong in the verdict.
+    }
+  }
+  const HgemmProblem& problem() const { return problem_; }
+
+ private:
+  HgemmProblem problem_;
+  EvalOptions opts_;
+  std::shared_ptr<CompileService> compiler_;
+  std::string seed_, key_;
+};
+
+void HgemmJudge::judge(const EvalTask& task, const std::vector<std::string>& paths,
+                       const std::function<void(size_t, Verdict)>& done) {
+  const auto& t = dynamic_cast<const HgemmTask&>(task);
+  evaluator_.evaluate_batch(paths, t.problem(), [&](size_t i, size_t, const Verdict& v) { done(i, v); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// PyTorch task files
+
+class TorchJudge : public SlotJudge {
+ public:
+  TorchJudge(TorchEvalOptions opts, const SlotInfo& slot) : evaluator_(with_slot(std::move(opts), slot)) {}
+  void judge(const EvalTask& task, const std::vector<std::string>& paths,
+             const std::function<void(size_t, Verdict)>& done) override;
+
+ private:
+  static TorchEvalOptions with_slot(TorchEvalOptions o, const SlotInfo& slot) {
+    o.devices.clear();
+    if (slot.device >= 0) o.devices = {slot.device};
+    return o;
+  }
+  TorchEvaluator evaluator_;
+};
+
+class TorchFileTask : public EvalTask {
+ public:
+  TorchFileTask(const std::string& id, const std::string& file, const TorchEvalOptions& o)
+      : EvalTask(id), file_(std::filesystem::absolute(file).lexically_normal().string()), opts_(o) {
+    const std::string text = read_file(file_);
+    seed_ = torch_seed_from_task(text);
+    key_ = "torch/" + sha256_hex(dump_json({{"device", o.device},
+                                            {"baselines", o.baselines},
+                                            {"samples", o.samples},
+                                            {"trials", o.trials},
+                                            {"seed", o.seed},
+                                            {"reward", {o.reward.kind, o.reward.mode, o.reward.clip}},
+                                            {"timeouts", {o.compile_timeout_s, o.import_timeout_s, o.run_timeout_s}},
+                                            {"atol", o.atol ? *o.atol : -1.0},
+                                            {"rtol", o.rtol ? *o.rtol : -1.0},
+                                            {"allow_streams", o.allow_streams},
+                                            {"require_cuda_kernel", o.require_cuda_kernel},
+                                            {"skip_timing", o.skip_timing},
+                                            {"cache_dir", o.cache_dir}}))
+                          .substr(0, 16);
+  }
+  std::string kind() const override { return "torch"; }
+  std::string language() const override { return "python"; }
+  std::string extension() const override { return ".py"; }
+  std::string entry_point() const override { return "ModelNew"; }
+  const std::string& seed() const override { return seed_; }
+  nlohmann::json describe() const override {
+    return {{"id", id()}, {"kind", "torch"}, {"file", std::filesystem::path(file_).filename().string()}};
+  }
+  std::string judge_key() const override { return key_; }
+  const RewardConfig& reward() const override { return opts_.reward; }
+  std::unique_ptr<SlotJudge> make_judge(const SlotInfo& slot) const override {
+    return std::make_unique<TorchJudge>(opts_, slot);
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  TorchEvalOptions opts_;
+  std::string seed_, key_;
+};
+
+void TorchJudge::judge(const EvalTask& task, const std::vector<std::string>& paths,
+                       const std::function<void(size_t, Verdict)>& done) {
+  const auto& t = dynamic_cast<const TorchFileTask&>(task);
+  std::vector<TorchJob> jobs;
+  for (const std::string& p : paths) jobs.push_back({t.file(), p});
+  evaluator_.evaluate_batch(jobs, [&](size_t i, size_t, const Verdict& v) { done(i, v); });
+}
+
+}  // namespace
+
+std::shared_ptr<EvalTask> make_hgemm_task(const std::string& id, const HgemmProblem& problem, const EvalOptions& opts) {
+  return std::make_shared<HgemmTask>(id, problem, opts);
+}
+
+std::shared_ptr<EvalTask> make_torch_task(const std::string& id, const std::string& task_file,
+                                          const TorchEvalOptions& opts) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(task_file, ec)) KF_USAGE_ERROR("no such task file: %s", task_file.c_str());
+  return std::make_shared<TorchFileTask>(id, task_file, opts);
+}
+
+}  // namespace kforge

@@ -1,0 +1,662 @@
+// The evaluation service (src/service/) and kforge serve (src/serve/): the service's queues with a
+// task kind of the test's own (timing-free, so the queue logic is checked exactly), the completion
+// parser on a real task's seed, then a real `kforge serve` on loopback judging CPU PyTorch tasks
+// (where python3 can import torch): auth, limits, the endpoints, the store, concurrent clients and
+// kill -9 with a restart.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "core/text.hpp"
+#include "serve/scorer.hpp"
+#include "serve/server.hpp"
+#include "serve/store.hpp"
+#include "service/completion.hpp"
+#include "service/eval_service.hpp"
+#include "../support/process.hpp"
+#include "torch/torch_eval.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kforge {
+namespace {
+
+const std::string kSource = KFORGE_SOURCE_DIR;
+
+bool have_torch() {
+  static const bool yes = [] {
+    if (find_python().empty()) return false;
+    const nlohmann::json p = probe_python();
+    return p.contains("torch") && p["torch"].is_string();
+  }();
+  return yes;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service's queues, with a task kind whose judge records what happened to it.
+
+struct Record {
+  std::mutex m;
+  std::map<size_t, int> active;      // slot -> batches being judged right now
+  std::map<size_t, int> max_active;  // slot -> the most at once
+  std::map<size_t, int> judged;      // slot -> candidates judged
+  std::atomic<int> prepared{0};
+  std::atomic<int> judges_made{0};
+  size_t largest_batch = 0;
+};
+
+class CountingJudge : public SlotJudge {
+ public:
+  CountingJudge(Record& r, size_t slot) : r_(r), slot_(slot) {}
+  void judge(const EvalTask&, const std::vector<std::string>& paths,
+             const std::function<void(size_t, Verdict)>& done) override {
+    {
+      std::lock_guard<std::mutex> l(r_.m);
+      r_.max_active[slot_] = std::max(r_.max_active[slot_], ++r_.active[slot_]);
+      r_.largest_batch = std::max(r_.largest_batch, paths.size());
+    }
+    for (size_t i = 0; i < paths.size(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      Verdict v;
+      v.candidate = paths[i];
+      const std::string src = read_file(paths[i]);
+      if (src.find("bad") != std::string::npos) v.reject(reason::kWrongResult, "said bad");
+      else v.correct = true;
+      v.details["source"] = src;
+      {
+        std::lock_guard<std::mutex> l(r_.m);
+        ++r_.judged[slot_];
+      }
+      done(i, v);
+    }
+    std::lock_guard<std::mutex> l(r_.m);
+    --r_.active[slot_];
+  }
+
+ private:
+  Record& r_;
+  size_t slot_;
+};
+
+class CountingTask : public EvalTask {
+ public:
+  CountingTask(const std::string& id, Record& r) : EvalTask(id), r_(r) {}
+  std::string kind() const override { return "counting"; }
+  std::string language() const override { return "python"; }
+  std::string extension() const override { return ".txt"; }
+  std::string entry_point() const override { return "main"; }
+  const std::string& seed() const override { return seed_; }
+  nlohmann::json describe() const override { return {{"id", id()}, {"kind", "counting"}}; }
+  const RewardConfig& reward() const override { return reward_; }
+  std::string judge_key() const override { return "counting"; }
+  std::unique_ptr<SlotJudge> make_judge(const SlotInfo& slot) const override {
+    ++r_.judges_made;
+    return std::make_unique<CountingJudge>(r_, slot.index);
+  }
+  void prepare(const std::string& path) const override {
+    EXPECT_TRUE(fs::exists(path));
+    ++r_.prepared;
+  }
+
+ private:
+  Record& r_;
+  std::string seed_ = "x = 1\n";
+  RewardConfig reward_;
+};
+
+TEST(ServiceQueues, EveryCandidateAnsweredOnceOneBatchPerSlotAtATime) {
+  Record rec;
+  ServiceOptions o;
+  o.slots = 3;
+  o.prepare_jobs = 2;
+  o.max_batch = 4;
+  o.work_dir = test::temp_dir();
+  EvalService svc(o);
+  svc.add_task(std::make_shared<CountingTask>("a", rec));
+  svc.add_task(std::make_shared<CountingTask>("b", rec));
+  EXPECT_THROW(svc.add_task(std::make_shared<CountingTask>("a", rec)), Error);
+  EXPECT_THROW(svc.submit("nope", "x"), Error);
+
+  constexpr int kThreads = 8, kEach = 25;
+  std::mutex m;
+  std::map<std::string, int> answers;  // source -> callbacks
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::string src = strf("client %d item %d%s\n", t, i, i % 5 == 0 ? " bad" : "");
+        svc.submit((i % 2) ? "a" : "b", src, [&, src](const Verdict& v) {
+          std::lock_guard<std::mutex> l(m);
+          ++answers[src];
+          EXPECT_EQ(v.details.value("source", ""), src);  // its own verdict
+          EXPECT_EQ(v.correct, src.find("bad") == std::string::npos);
+          EXPECT_TRUE(v.details.contains("service"));
+        });
+      }
+    });
+  for (auto& th : threads) th.join();
+  // A future too.
+  std::future<Verdict> f = svc.submit("a", "by future\n");
+  EXPECT_TRUE(f.get().correct);
+  for (int i = 0; i < 500 && svc.stats().pending > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const EvalService::Stats st = svc.stats();
+  EXPECT_EQ(st.pending, 0u);
+  EXPECT_EQ(st.done, uint64_t(kThreads * kEach + 1));
+  ASSERT_EQ(answers.size(), size_t(kThreads * kEach));
+  for (const auto& [src, n] : answers) EXPECT_EQ(n, 1) << src;
+  EXPECT_EQ(rec.prepared, kThreads * kEach + 1);
+  EXPECT_LE(rec.judges_made, 3);  // one per slot (the tasks share a judge key)
+  EXPECT_LE(rec.largest_batch, 4u);
+  int total = 0;
+  for (const auto& [slot, n] : rec.judged) total += n;
+  EXPECT_EQ(total, kThreads * kEach + 1);
+  EXPECT_GE(rec.judged.size(), 2u);  // the work spread over the slots
+  for (const auto& [slot, n] : rec.max_active) EXPECT_EQ(n, 1) << "slot " << slot << " judged two batches at once";
+}
+
+TEST(ServiceQueues, BoundedSubmitRefusesWhenFullAndStopAnswersTheRest) {
+  Record rec;
+  ServiceOptions o;
+  o.slots = 1;
+  o.prepare_jobs = 1;
+  o.max_pending = 3;
+  o.work_dir = test::temp_dir();
+  std::atomic<int> answered{0}, internal{0};
+  int accepted = 0;
+  {
+    EvalService svc(o);
+    svc.add_task(std::make_shared<CountingTask>("a", rec));
+    for (int i = 0; i < 10; ++i)
+      accepted += svc.try_submit("a", strf("item %d\n", i), [&](const Verdict& v) {
+        ++answered;
+        internal += v.has_reason(reason::kInternalError);
+      });
+    EXPECT_GE(accepted, 3);
+    EXPECT_LT(accepted, 10);  // judging 3 ms each cannot drain 10 submissions made back to back
+  }
+  // Every accepted candidate got exactly one answer, judged or "the service stopped".
+  EXPECT_EQ(answered, accepted);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completions, parsed as optimize parses an answer, on a real task's seed.
+
+TEST(ServiceCompletion, FencedCodeEditsAgainstTheSeedBareCodeAndNone) {
+  TorchEvalOptions o;
+  auto task = make_torch_task("01_relu", kSource + "/tasks/kforge/01_relu.py", o);
+  EXPECT_NE(task->seed().find("class ModelNew"), std::string::npos);
+  const ExtractedCandidate code = extract_candidate(
+      "## Analysis\nclamp.\n```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n```\n", *task);
+  ASSERT_TRUE(code.ok) << code.error;
+  EXPECT_EQ(code.how, "code");
+  EXPECT_EQ(code.source.rfind("import torch", 0), 0u);
+  const ExtractedCandidate edit = extract_candidate(
+      "```python\n<<<<<<< SEARCH\n        return torch.relu(x)\n=======\n        return torch.clamp(x, min=0.0)\n"
+      ">>>>>>> REPLACE\n```\n",
+      *task);
+  ASSERT_TRUE(edit.ok) << edit.error;
+  EXPECT_EQ(edit.how, "edits");
+  EXPECT_NE(edit.source.find("torch.clamp(x, min=0.0)"), std::string::npos);
+  EXPECT_NE(edit.source.find("class ModelNew"), std::string::npos);
+  const ExtractedCandidate bad_edit =
+      extract_candidate("<<<<<<< SEARCH\nnot in the seed\n=======\nx\n>>>>>>> REPLACE\n", *task);
+  EXPECT_FALSE(bad_edit.ok);
+  EXPECT_NE(bad_edit.error.find("seed"), std::string::npos) << bad_edit.error;
+  const ExtractedCandidate bare = extract_candidate("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", *task);
+  ASSERT_TRUE(bare.ok);
+  EXPECT_EQ(bare.how, "bare");
+  EXPECT_FALSE(extract_candidate("```cuda\n__global__ void k() {}\n```\n", *task).ok);  // no Python program
+  EXPECT_FALSE(extract_candidate("   \n", *task).ok);
+  EXPECT_FALSE(extract_candidate("I would write a faster kernel.", *task).ok);  // prose, no entry point
+  EXPECT_TRUE(constant_time_equal("abc", "abc"));
+  EXPECT_FALSE(constant_time_equal("abc", "abd"));
+  EXPECT_FALSE(constant_time_equal("abc", "abcd"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store
+
+TEST(ServeStore, AdmitOnceCompleteOncePendingSurvivesReopen) {
+  const std::string path = test::temp_dir() + "/s.db";
+  {
+    ServeStore s(path);
+    ServeRecord r;
+    r.request_id = "r1";
+    r.task_id = "t";
+    r.completion = "c";
+    r.completion_sha = "h";
+    r.code = "code";
+    r.code_sha = "cs";
+    auto a = s.admit({r, r}, "");
+    ASSERT_EQ(a.size(), 2u);
+    EXPECT_FALSE(a[0]);
+    ASSERT_TRUE(a[1]);  // the second is the same id: already there
+    EXPECT_EQ(a[1]->state, "pending");
+    s.add_attempt("r1");
+    EXPECT_EQ(s.pending().size(), 1u);
+  }
+  ServeStore s(path);
+  ASSERT_EQ(s.pending().size(), 1u);
+  EXPECT_EQ(s.pending()[0].attempts, 1);
+  EXPECT_TRUE(s.complete("r1", {{"reward", 1.5}, {"correct", true}}, "judged"));
+  EXPECT_FALSE(s.complete("r1", {{"reward", 9.0}}, "judged"));  // done rows never change
+  EXPECT_EQ(s.get("r1")->result["reward"], 1.5);
+  ASSERT_TRUE(s.judged_result("t", "cs"));
+  EXPECT_FALSE(s.judged_result("t", "other"));
+  s.create_job("j", {"r1"});
+  EXPECT_EQ(s.job("j")->size(), 1u);
+  EXPECT_FALSE(s.job("k"));
+  EXPECT_EQ(s.counts().done, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real kforge serve on loopback
+
+const std::string kToken = "test-token-0123456789abcdef";
+
+const char* kHonest =
+    "## Performance Analysis\nReLU is memory-bound.\n```python\nimport torch\nimport torch.nn as nn\n\n\n"
+    "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n    def forward(self, x):\n"
+    "        return x.clamp_min(0.0)\n```\n";
+
+// A candidate the static scan refuses (a thread); `tag` makes its code unique.
+std::string threaded(const std::string& tag) {
+  return "```python\nimport threading\nimport torch\nimport torch.nn as nn\n# " + tag +
+         "\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        threading.Thread(target=lambda: None).start()\n"
+         "        return x.clamp_min(0.0)\n```\n";
+}
+
+class ServeProcess {
+ public:
+  // Starts kforge serve on a free port of 127.0.0.1 over `tasks_dir`, with `store`.
+  ServeProcess(const std::string& tasks_dir, const std::string& store, const std::vector<std::string>& extra = {}) {
+    dir_ = test::temp_dir();
+    write_file_atomic(dir_ + "/token", kToken + "\n");
+    std::vector<std::string> args = {KFORGE_BINARY, "serve", "--tasks", tasks_dir, "--device", "cpu", "--samples", "3",
+                                     "--trials", "1", "--store", store, "--port", "0", "--port-file", dir_ + "/port",
+                                     "--token-file", dir_ + "/token", "--work-dir", dir_ + "/work",
+                                     "--compile-timeout", "120", "--run-timeout", "300", "--atol", "0.001"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      const std::string out = dir_ + "/out", err = dir_ + "/err";
+      if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) ::_exit(127);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    for (int i = 0; i < 600 && !fs::exists(dir_ + "/port"); ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (fs::exists(dir_ + "/port")) port_ = std::stoi(read_file(dir_ + "/port"));
+  }
+  ~ServeProcess() { kill(SIGTERM); }
+  int port() const { return port_; }
+  std::string log() const { return test::slurp(dir_ + "/err") + test::slurp(dir_ + "/out"); }
+  void kill(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(-pid_, sig);  // its process group: the server and the judges it started
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  httplib::Client client(bool auth = true) const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(900, 0);
+    c.set_connection_timeout(10, 0);
+    if (auth) c.set_default_headers({{"Authorization", "Bearer " + kToken}});
+    return c;
+  }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+std::string task_set() {
+  const std::string dir = test::temp_dir() + "/set";
+  fs::create_directories(dir);
+  fs::copy_file(kSource + "/tasks/kforge/01_relu.py", dir + "/01_relu.py");
+  return dir;
+}
+
+nlohmann::json items(const std::vector<std::tuple<std::string, std::string, std::string>>& list) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& [task, completion, id] : list) a.push_back({{"task_id", task}, {"completion", completion}, {"request_id", id}});
+  return {{"items", a}};
+}
+
+nlohmann::json body_of(const httplib::Result& r) {
+  if (!r) return nullptr;
+  return nlohmann::json::parse(r->body, nullptr, false);
+}
+
+TEST(ServeHttp, AuthLimitsMalformedAndUnknownTasks) {
+  const std::string store = test::temp_dir() + "/s.db";
+  ServeProcess srv(task_set(), store, {"--max-batch", "4", "--max-completion-bytes", "2000", "--max-body-bytes", "20000",
+                                       "--max-queue", "2"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  auto open = srv.client(false);
+  auto health = open.Get("/v1/health");
+  ASSERT_TRUE(health) << srv.log();
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(body_of(health)["tasks"], 1);
+  const std::string one = dump_json(items({{"01_relu", "no code here", "a1"}}));
+  auto r = open.Post("/v1/score", one, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_TRUE(body_of(r).contains("error"));
+  EXPECT_EQ(open.Get("/metrics")->status, 401);
+  httplib::Client wrong("127.0.0.1", srv.port());
+  wrong.set_default_headers({{"Authorization", "Bearer test-token-0123456789abcdeX"}});
+  EXPECT_EQ(wrong.Post("/v1/score", one, "application/json")->status, 403);
+  EXPECT_EQ(wrong.Post("/get_reward", "{}", "application/json")->status, 403);
+  // /get_reward takes the token in the URL too (OpenRLHF sends no headers).
+  auto q = open.Post(("/get_reward?token=" + kToken).c_str(), "{\"query\": []}", "application/json");
+  EXPECT_EQ(q->status, 400) << q->body;  // authenticated; no labels
+
+  auto c = srv.client();
+  auto bad_json = c.Post("/v1/score", "{not json", "application/json");
+  EXPECT_EQ(bad_json->status, 400);
+  EXPECT_NE(body_of(bad_json)["error"].get<std::string>().find("not JSON"), std::string::npos);
+  EXPECT_EQ(c.Post("/v1/score", "{\"items\": 3}", "application/json")->status, 400);
+  EXPECT_EQ(c.Post("/v1/score", "{\"items\": [{\"task_id\": \"01_relu\"}]}", "application/json")->status, 400);
+  auto unknown = c.Post("/v1/score", dump_json(items({{"99_nope", "x", "u1"}})), "application/json");
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(body_of(unknown)["error"].get<std::string>().find("99_nope"), std::string::npos);
+  auto big_completion = c.Post("/v1/score", dump_json(items({{"01_relu", std::string(3000, 'x'), "b1"}})), "application/json");
+  EXPECT_EQ(big_completion->status, 413);
+  EXPECT_NE(body_of(big_completion)["error"].get<std::string>().find("limit"), std::string::npos);
+  auto big_body = c.Post("/v1/score", std::string(30000, ' '), "application/json");
+  ASSERT_TRUE(big_body);
+  EXPECT_EQ(big_body->status, 413);
+  EXPECT_TRUE(body_of(big_body).contains("error")) << big_body->body;
+  auto big_batch = c.Post("/v1/score",
+                          dump_json(items({{"01_relu", "a", "1"}, {"01_relu", "b", "2"}, {"01_relu", "c", "3"},
+                                           {"01_relu", "d", "4"}, {"01_relu", "e", "5"}})),
+                          "application/json");
+  EXPECT_EQ(big_batch->status, 413);
+  // Three candidates to judge with room for two: 429 with Retry-After, and nothing stored.
+  auto full = c.Post("/v1/jobs",
+                     dump_json(items({{"01_relu", threaded("q1"), "q1"}, {"01_relu", threaded("q2"), "q2"},
+                                      {"01_relu", threaded("q3"), "q3"}})),
+                     "application/json");
+  EXPECT_EQ(full->status, 429) << full->body;
+  EXPECT_TRUE(full->has_header("Retry-After"));
+  EXPECT_GE(std::stoi(full->get_header_value("Retry-After")), 1);
+  // A completion without code is answered at once, lowest reward, and stored.
+  auto none = c.Post("/v1/score", one, "application/json");
+  ASSERT_EQ(none->status, 200) << none->body;
+  const nlohmann::json res = body_of(none)["results"][0];
+  EXPECT_EQ(res["request_id"], "a1");
+  EXPECT_FALSE(res["correct"]);
+  EXPECT_EQ(res["reasons"][0], kInvalidCompletion);
+  // A request id reused for another completion is a conflict.
+  EXPECT_EQ(c.Post("/v1/score", dump_json(items({{"01_relu", "other text", "a1"}})), "application/json")->status, 409);
+  auto metrics = c.Get("/metrics");
+  ASSERT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("kforge_serve_queue_depth"), std::string::npos);
+  EXPECT_NE(metrics->body.find("kforge_serve_items_total{origin=\"invalid\"} 1"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("kforge_serve_rejected_full_total 1"), std::string::npos);
+  EXPECT_NE(metrics->body.find("code=\"401\""), std::string::npos);
+  srv.kill(SIGTERM);
+  ServeStore s(store);
+  EXPECT_EQ(s.counts().done, 1);  // only a1: the refused batches stored nothing
+  EXPECT_EQ(s.counts().pending, 0);
+}
+
+TEST(ServeHttp, ScoresRealCandidatesEndpointsAndRepeatsFromTheStore) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string store = test::temp_dir() + "/s.db";
+  ServeProcess srv(task_set(), store);
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  auto c = srv.client();
+  auto r = c.Post("/v1/score",
+                  dump_json(items({{"01_relu", kHonest, "h1"}, {"01_relu", threaded("t1"), "t1"},
+                                   {"01_relu", "I cannot help with that.", "n1"}})),
+                  "application/json");
+  ASSERT_TRUE(r) << srv.log();
+  ASSERT_EQ(r->status, 200) << r->body << srv.log();
+  const nlohmann::json res = body_of(r)["results"];
+  ASSERT_EQ(res.size(), 3u);
+  const nlohmann::json& h = res[0];
+  EXPECT_EQ(h["request_id"], "h1");
+  EXPECT_TRUE(h["correct"]) << h.dump(1);
+  ASSERT_TRUE(h["speedup"].contains("eager")) << h.dump(1);
+  for (const char* k : {"median", "p10", "p90"}) EXPECT_GT(h["speedup"]["eager"][k].get<double>(), 0) << k;
+  EXPECT_EQ(h["code_sha256"].get<std::string>().size(), 64u);
+  EXPECT_EQ(h["extracted"], "code");
+  EXPECT_GT(h["timings"]["judge_s"].get<double>(), 0);
+  EXPECT_FALSE(res[1]["correct"]);
+  EXPECT_EQ(res[1]["reasons"][0], "forbidden_call") << res[1].dump(1);
+  EXPECT_EQ(res[2]["reasons"][0], kInvalidCompletion);
+  // A rejection never out-earns an accepted candidate.
+  EXPECT_LE(res[1]["reward"].get<double>(), h["reward"].get<double>() + 1e-12);
+  EXPECT_LE(res[2]["reward"].get<double>(), h["reward"].get<double>() + 1e-12);
+
+  // The same request ids again: the stored verdicts, nothing judged again.
+  auto again = c.Post("/v1/score",
+                      dump_json(items({{"01_relu", kHonest, "h1"}, {"01_relu", threaded("t1"), "t1"}})), "application/json");
+  ASSERT_EQ(again->status, 200);
+  const nlohmann::json res2 = body_of(again)["results"];
+  EXPECT_EQ(res2[0]["from_store"], true);
+  EXPECT_EQ(res2[0]["reward"], h["reward"]);
+  EXPECT_EQ(res2[0]["speedup"], h["speedup"]);
+
+  // Jobs: submit and poll (the honest code under a new id: judged again, no --reuse-verdicts).
+  auto job = c.Post("/v1/jobs", dump_json(items({{"01_relu", threaded("j1"), "j1"}, {"01_relu", "nothing", "j2"}})),
+                    "application/json");
+  ASSERT_EQ(job->status, 202) << job->body;
+  const std::string job_id = body_of(job)["job_id"];
+  nlohmann::json polled;
+  for (int i = 0; i < 600; ++i) {
+    polled = body_of(c.Get(("/v1/jobs/" + job_id).c_str()));
+    if (polled["state"] == "done") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(polled["state"], "done") << polled.dump(1);
+  EXPECT_EQ(polled["results"][0]["request_id"], "j1");
+  EXPECT_EQ(polled["results"][0]["reasons"][0], "forbidden_call");
+  EXPECT_EQ(c.Get("/v1/jobs/job-none")->status, 404);
+
+  // OpenRLHF's protocol: query = prompt + response, labels = task ids.
+  const std::string prompt = "<|user|>make relu fast<|assistant|>";
+  nlohmann::json orl = {{"query", {prompt + kHonest, prompt + threaded("o1"), prompt + "no code"}},
+                        {"prompts", {prompt, prompt, prompt}},
+                        {"labels", {"01_relu", "{\"task_id\": \"01_relu\"}", "01_relu"}}};
+  auto g = c.Post("/get_reward", dump_json(orl), "application/json");
+  ASSERT_EQ(g->status, 200) << g->body;
+  const nlohmann::json gr = body_of(g);
+  ASSERT_EQ(gr["rewards"].size(), 3u);
+  ASSERT_EQ(gr["scores"].size(), 3u);
+  EXPECT_EQ(gr["scores"][0], 1.0);
+  EXPECT_EQ(gr["scores"][1], 0.0);
+  EXPECT_EQ(gr["extra_logs"]["kforge_correct"].size(), 3u);
+  EXPECT_GT(gr["extra_logs"]["kforge_speedup"][0].get<double>(), 0);
+  EXPECT_LE(gr["rewards"][1].get<double>(), gr["rewards"][0].get<double>() + 1e-12);
+  // The same queries again come from the store: same rewards.
+  auto g2 = c.Post("/get_reward", dump_json(orl), "application/json");
+  EXPECT_EQ(body_of(g2)["rewards"], gr["rewards"]);
+  auto bad = c.Post("/get_reward", dump_json({{"query", {"a"}}, {"labels", {"01_relu", "01_relu"}}}), "application/json");
+  EXPECT_EQ(bad->status, 400);
+  auto unknown = c.Post("/get_reward", dump_json({{"query", {"a"}}, {"labels", {"nope"}}}), "application/json");
+  EXPECT_EQ(unknown->status, 404);
+
+  srv.kill(SIGTERM);
+  ServeStore s(store);
+  const ServeStore::Counts n = s.counts();
+  EXPECT_EQ(n.pending, 0);
+  // Each judged row was handed to the evaluator exactly once.
+  for (const char* id : {"h1", "t1", "j1"}) EXPECT_EQ(s.get(id)->attempts, 1) << id;
+  EXPECT_EQ(s.get("n1")->attempts, 0);
+}
+
+// Many clients at once; identical honest code judged once (--reuse-verdicts), every request
+// answered exactly once with its own results.
+TEST(ServeHttp, ConcurrentClientsEachAnsweredExactlyOnce) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string store = test::temp_dir() + "/s.db";
+  ServeProcess srv(task_set(), store, {"--reuse-verdicts", "--slots", "2", "--max-queue", "1000"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  constexpr int kClients = 32, kEach = 3;
+  std::mutex m;
+  std::map<std::string, int> seen;
+  std::vector<double> latency;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t)
+    threads.emplace_back([&, t] {
+      auto c = srv.client();
+      for (int i = 0; i < kEach; ++i) {
+        const std::string id = strf("c%d-%d", t, i);
+        const std::string completion = i == 0 ? std::string(kHonest) : i == 1 ? threaded(id) : std::string("no code");
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = c.Post("/v1/score", dump_json(items({{"01_relu", completion, id}})), "application/json");
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!r || r->status != 200) {
+          ++failures;
+          continue;
+        }
+        const nlohmann::json res = body_of(r)["results"];
+        std::lock_guard<std::mutex> l(m);
+        latency.push_back(s);
+        for (const auto& x : res) ++seen[x["request_id"].get<std::string>()];
+        if (res.size() != 1 || res[0]["request_id"] != id) ++failures;
+        if (i == 0 && !res[0]["correct"].get<bool>()) ++failures;
+        if (i == 1 && res[0]["reasons"][0] != "forbidden_call") ++failures;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures, 0) << srv.log();
+  EXPECT_EQ(seen.size(), size_t(kClients * kEach));
+  for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << id;
+  std::sort(latency.begin(), latency.end());
+  if (!latency.empty())
+    std::printf("%zu requests from %d clients: p50 %.2f s, p99 %.2f s\n", latency.size(), kClients,
+                latency[latency.size() / 2], latency[std::min(latency.size() - 1, latency.size() * 99 / 100)]);
+  srv.kill(SIGTERM);
+  ServeStore s(store);
+  const ServeStore::Counts n = s.counts();
+  EXPECT_EQ(n.done, kClients * kEach);
+  EXPECT_EQ(n.pending, 0);
+  EXPECT_EQ(n.judged, 1 + kClients);  // the honest code once, each threaded variant once
+  EXPECT_EQ(n.reused, kClients - 1);
+  EXPECT_EQ(n.invalid, kClients);
+  EXPECT_EQ(n.attempts, 1 + kClients);
+}
+
+// kill -9 under load, restart on the same store, clients retry with the same request ids:
+// nothing lost, nothing finished scored twice.
+TEST(ServeHttp, KillNineRestartLosesNothingScoresNothingTwice) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string set = task_set();
+  const std::string store = test::temp_dir() + "/s.db";
+  std::vector<std::tuple<std::string, std::string, std::string>> list;
+  for (int i = 0; i < 6; ++i) list.push_back({"01_relu", threaded(strf("k%d", i)), strf("k%d", i)});
+  list.push_back({"01_relu", kHonest, "honest"});
+  list.push_back({"01_relu", "no code", "none"});
+  std::string job_id;
+  std::map<std::string, nlohmann::json> done_before;
+  {
+    ServeProcess srv(set, store);
+    ASSERT_GT(srv.port(), 0) << srv.log();
+    auto c = srv.client();
+    // The honest candidate goes first so that it is being judged when the server dies.
+    std::rotate(list.begin(), list.begin() + 6, list.begin() + 7);
+    auto job = c.Post("/v1/jobs", dump_json(items(list)), "application/json");
+    ASSERT_EQ(job->status, 202) << job->body;
+    job_id = body_of(job)["job_id"];
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    srv.kill(SIGKILL);
+  }
+  {
+    ServeStore s(store);
+    const ServeStore::Counts n = s.counts();
+    EXPECT_EQ(n.pending + n.done, int64_t(list.size()));  // every accepted request is there
+    EXPECT_GE(n.pending, 1);  // the honest one was still being judged
+    for (const auto& [task, completion, id] : list) {
+      auto r = s.get(id);
+      ASSERT_TRUE(r) << id;
+      if (r->state == "done") done_before[id] = r->result;
+    }
+  }
+  ServeProcess srv(set, store);
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  EXPECT_NE(srv.log().find("judged again"), std::string::npos) << srv.log();
+  auto c = srv.client();
+  // The client retries its batch with the same request ids.
+  auto r = c.Post("/v1/score", dump_json(items(list)), "application/json");
+  ASSERT_EQ(r->status, 200) << r->body << srv.log();
+  const nlohmann::json res = body_of(r)["results"];
+  ASSERT_EQ(res.size(), list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(res[i]["request_id"], std::get<2>(list[i]));
+    EXPECT_EQ(res[i]["status"], "done");
+  }
+  EXPECT_TRUE(res[0]["correct"]) << res[0].dump(1);
+  auto polled = body_of(c.Get(("/v1/jobs/" + job_id).c_str()));
+  EXPECT_EQ(polled["state"], "done") << polled.dump(1);
+  srv.kill(SIGTERM);
+  ServeStore s(store);
+  EXPECT_EQ(s.counts().pending, 0);
+  EXPECT_EQ(s.counts().done, int64_t(list.size()));
+  for (const auto& [task, completion, id] : list) {
+    auto row = s.get(id);
+    if (done_before.count(id)) {
+      EXPECT_EQ(row->result, done_before[id]) << id << " changed after the restart";
+      EXPECT_LE(row->attempts, 1) << id;
+    } else {
+      EXPECT_LE(row->attempts, 2) << id;  // judged at most once more, after the restart
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// The Python client package (python/kforge_client) against a real server: its /v1/score client,
+// the TRL reward function, the verl adapter and the OpenRLHF request (tests/python/test_kforge_client.py).
+TEST(ServeClient, PythonClientTrlAndVerlAdapters) {
+  const std::string store = test::temp_dir() + "/s.db";
+  ServeProcess srv(task_set(), store);
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  const std::string cmd = strf("KFORGE_SERVE_URL=http://127.0.0.1:%d KFORGE_SERVE_TOKEN=%s python3 %s/tests/python/"
+                               "test_kforge_client.py 2>&1",
+                               srv.port(), kToken.c_str(), kSource.c_str());
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out << srv.log();
+  EXPECT_NE(out.find("OK"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kforge
