@@ -153,21 +153,32 @@ RewardConfig parse_reward(const std::string& spec_in) {
   KF_USAGE_ERROR("unknown reward '%s' (expected 'log', 'speedup', 'clipped' or 'clipped:X')", spec_in.c_str());
 }
 
-double compute_reward(const Verdict& v, const RewardConfig& cfg) {
-  // The configuration is checked first, so a bad one is reported even for incorrect verdicts.
+namespace {
+void check_reward_config(const RewardConfig& cfg) {
   if (cfg.kind != "log" && cfg.kind != "speedup" && cfg.kind != "clipped")
     KF_USAGE_ERROR("unknown reward kind '%s' (expected 'log', 'speedup' or 'clipped')", cfg.kind.c_str());
   if (cfg.kind == "clipped" && !(std::isfinite(cfg.clip) && cfg.clip > 0))
     KF_USAGE_ERROR("reward 'clipped': the clip must be a positive number, got %g", cfg.clip);
+}
+}  // namespace
+
+double rejected_reward(const RewardConfig& cfg) {
+  check_reward_config(cfg);
+  return cfg.kind == "log" ? kRejectedLogReward : kRejectedSpeedupReward;
+}
+
+double compute_reward(const Verdict& v, const RewardConfig& cfg) {
+  // The configuration is checked first, so a bad one is reported even for incorrect verdicts.
+  check_reward_config(cfg);
 
   // A verdict with a reason is a rejection even if someone left `correct` set.
-  if (!v.correct || !v.reasons.empty()) return 0.0;
+  if (!v.correct || !v.reasons.empty()) return rejected_reward(cfg);
   const auto it = v.speedup.find(cfg.mode);
-  if (it == v.speedup.end()) return 0.0;
+  if (it == v.speedup.end()) return rejected_reward(cfg);
   const double s = it->second.median;
-  if (!std::isfinite(s) || s <= 0) return 0.0;
+  if (!std::isfinite(s) || s <= 0) return rejected_reward(cfg);
 
-  if (cfg.kind == "log") return std::log(s);
+  if (cfg.kind == "log") return std::log(std::max(s, kLogRewardMinSpeedup));
   if (cfg.kind == "speedup") return s;
   return std::min(s, cfg.clip);
 }

@@ -71,16 +71,26 @@ struct Verdict {
 nlohmann::json to_json(const Verdict& v);
 Verdict verdict_from_json(const nlohmann::json& j);
 
-// reward = 0 when incorrect; otherwise f(speed-up of `mode`) with f one of
-//   "speedup"  s
-//   "log"      ln(s)           (0 at parity, negative when slower)
-//   "clipped"  min(s, clip)    (guards an RL trainer against one outlier)
+// The reward of a verdict. A correct candidate with speed-up s (the median of `mode`) gets
+//   "speedup"  s                           (> 0)
+//   "log"      ln(max(s, 0.001))           (0 at parity, negative when slower, at least ln 0.001 = -6.91)
+//   "clipped"  min(s, clip)                (> 0; guards an RL trainer against one outlier)
+// A rejected candidate (and a "correct" verdict without a finite positive speed-up in `mode`)
+// gets rejected_reward(): -1 for "speedup" and "clipped" (correct rewards are > 0), -8 for "log"
+// (correct rewards are >= -6.91). Each floor lies at least 1 below every reward a correct
+// candidate can get, so a rejection never ranks above (or ties with) a correct answer, however
+// slow, in a group (GRPO advantages) or in exported training data.
 struct RewardConfig {
   std::string kind = "log";
   std::string mode = "offline";
   double clip = 10.0;
 };
+inline constexpr double kLogRewardMinSpeedup = 0.001;  // a correct candidate slower than 1000x counts as 1000x slower
+inline constexpr double kRejectedLogReward = -8.0;     // below ln(0.001) = -6.908
+inline constexpr double kRejectedSpeedupReward = -1.0; // "speedup" and "clipped": below every s > 0
 RewardConfig parse_reward(const std::string& spec);  // "log", "speedup", "clipped:5"
 double compute_reward(const Verdict& v, const RewardConfig& cfg);
+// The reward of a rejected candidate under `cfg` (see above); a usage error for an unknown kind.
+double rejected_reward(const RewardConfig& cfg);
 
 }  // namespace kforge

@@ -21,13 +21,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -47,7 +50,6 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kChatPath = "/v1/chat/completions";
-constexpr double kMaxDelayS = 60;     // cap on any wait between retries (Retry-After included)
 constexpr size_t kExcerptChars = 200;  // how much of a body an error message quotes
 
 // libcurl's process-wide initialisation must happen once, before any handle exists.
@@ -114,13 +116,6 @@ std::string excerpt(const std::string& body) {
   return "'" + out + "'";
 }
 
-// "http://host:8000/" -> "http://host:8000/v1/chat/completions"; a URL already ending with the
-// path is kept.
-std::string completions_url(std::string base) {
-  if (ends_with(base, kChatPath)) return base;
-  while (!base.empty() && base.back() == '/') base.pop_back();
-  return base + kChatPath;
-}
 
 // The canonical request: every model-visible field, objects with sorted keys (nlohmann::json
 // keeps them sorted), compact. Used both as the cassette's "request" and for its key.
@@ -167,13 +162,39 @@ struct HttpResult {
   std::string curl_error;  // libcurl's message when curl_code != CURLE_OK
   long status = 0;
   std::string body;
-  double retry_after_s = -1;  // from a Retry-After header; -1 when none
+  std::string retry_after;    // the Retry-After header's value, when the server sent one
+  double retry_after_s = -1;  // its wait in seconds (429 and 5xx only); -1 when none or unreadable
   double elapsed_s = 0;
 };
 
 size_t on_body(char* data, size_t size, size_t nmemb, void* user) {
   static_cast<std::string*>(user)->append(data, size * nmemb);
   return size * nmemb;
+}
+
+// Keeps the value of a Retry-After header. libcurl's CURLINFO_RETRY_AFTER cannot tell an absent
+// header from "Retry-After: 0" (both read 0), so the header is read here.
+size_t on_header(char* data, size_t size, size_t nmemb, void* user) {
+  const std::string_view line(data, size * nmemb);
+  constexpr std::string_view kName = "retry-after:";
+  if (line.size() > kName.size()) {
+    bool match = true;
+    for (size_t i = 0; i < kName.size() && match; ++i)
+      match = char(std::tolower(static_cast<unsigned char>(line[i]))) == kName[i];
+    if (match) *static_cast<std::string*>(user) = std::string(trim(line.substr(kName.size())));
+  }
+  if (line.rfind("HTTP/", 0) == 0) static_cast<std::string*>(user)->clear();  // a new response (after 100 Continue)
+  return size * nmemb;
+}
+
+// Seconds to wait for a Retry-After value: delta-seconds or an HTTP date; -1 when unreadable.
+double retry_after_seconds(const std::string& value) {
+  if (value.empty()) return -1;
+  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return value.size() > 9 ? 1e9 : std::stod(value);
+  const time_t when = curl_getdate(value.c_str(), nullptr);
+  if (when < 0) return -1;
+  return std::max(0.0, std::difftime(when, std::time(nullptr)));
 }
 
 // Transport failures that mean "could not reach the server at all".
@@ -183,6 +204,57 @@ bool is_unreachable(CURLcode c) {
 }
 
 }  // namespace
+
+std::string chat_completions_url(const std::string& base_in) {
+  std::string base = base_in;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  if (ends_with(base, "/chat/completions")) return base;
+  if (ends_with(base, "/v1")) return base + "/chat/completions";  // the usual way to write a base URL
+  return base + kChatPath;
+}
+
+namespace {
+
+// The entries of a cassette file, in file order: {"key", "request", "response"} objects. Usage
+// errors for a missing, unreadable or empty file, a folder and a malformed line.
+std::vector<json> read_cassette(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    KF_USAGE_ERROR("LLM cassette '%s' is a folder; give the .jsonl file that --record wrote", path.c_str());
+  if (!std::filesystem::exists(path, ec))
+    KF_USAGE_ERROR("no LLM cassette '%s' to replay; record one first with --record --cassette %s", path.c_str(),
+                   path.c_str());
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const Error&) {
+    KF_USAGE_ERROR("cannot read LLM cassette '%s' for replay", path.c_str());
+  }
+  std::vector<json> entries;
+  int line_no = 0;
+  for (const std::string& raw : split(text, '\n')) {
+    ++line_no;
+    const std::string_view line = trim(raw);
+    if (line.empty()) continue;
+    try {
+      json entry = json::parse(line);
+      response_from_json(entry.at("response"));
+      entry.at("key").get<std::string>();
+      entries.push_back(std::move(entry));
+    } catch (const json::exception& e) {
+      KF_USAGE_ERROR("LLM cassette '%s' line %d is not a recorded exchange: %s", path.c_str(), line_no,
+                     valid_utf8(e.what()).c_str());
+    }
+  }
+  if (entries.empty())
+    KF_USAGE_ERROR("LLM cassette '%s' holds no recorded exchange; record one with --record --cassette %s",
+                   path.c_str(), path.c_str());
+  return entries;
+}
+
+}  // namespace
+
+void check_replay_cassette(const std::string& path) { read_cassette(path); }
 
 struct LlmClient::Impl {
   LlmOptions opts;
@@ -203,8 +275,10 @@ struct LlmClient::Impl {
   std::mutex replay_mu;
   std::map<std::string, std::deque<ChatResponse>> replay;
   std::deque<ChatResponse> replay_in_order;  // every entry in file order (LlmOptions::replay_in_order)
+  std::vector<std::string> replay_models;    // the models the cassette recorded (replay without endpoints)
 
-  explicit Impl(LlmOptions o) : opts(std::move(o)), rng(opts.seed), slots(std::max(1, opts.concurrency)) {}
+  explicit Impl(LlmOptions o)
+      : opts(std::move(o)), rng(opts.seed), slots(std::max(1, opts.concurrency)), spent(opts.spent_usd) {}
   ~Impl() {
     if (record_fd >= 0) ::close(record_fd);
   }
@@ -214,11 +288,26 @@ struct LlmClient::Impl {
   void open_cassette_for_record();
 
   size_t choose_endpoint() {
-    if (urls.size() == 1) return 0;
+    if (urls.size() <= 1) return 0;
     std::lock_guard lock(rng_mu);
     return pick(rng);
   }
   void add_spent(double usd) { spent.fetch_add(usd); }
+  // The wait before retry `attempt` (0-based) when the server gave no Retry-After: exponential
+  // backoff with jitter, a random time in [0.5, 1] x backoff_s x 2^attempt, capped.
+  double backoff_wait(int attempt) {
+    std::lock_guard lock(rng_mu);
+    const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+    return std::min(kMaxRetryWaitS, opts.backoff_s * std::ldexp(1.0, std::min(attempt, 30)) * jitter);
+  }
+  // Reports the retry (LlmOptions::on_retry), then waits.
+  void wait_before_retry(size_t e, int attempt, const std::string& why, double wait_s, bool from_header) {
+    if (opts.on_retry)
+      opts.on_retry(scrub(strf("LLM endpoint %s %s: retry %d of %d in %.1f s%s", urls[e].c_str(), why.c_str(),
+                               attempt + 1, opts.max_retries, wait_s, from_header ? " (its Retry-After)" : ""),
+                          e));
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+  }
 
   std::string scrub(const std::string& text, size_t e) const { return redact(text, keys[e]); }
   HttpResult post(size_t e, const std::string& body);
@@ -229,7 +318,8 @@ struct LlmClient::Impl {
 };
 
 void LlmClient::Impl::validate() {
-  if (opts.endpoints.empty()) KF_USAGE_ERROR("LLM client: no endpoint configured");
+  if (opts.endpoints.empty() && opts.cassette_mode != CassetteMode::kReplay)
+    KF_USAGE_ERROR("LLM client: no endpoint configured");
   for (size_t i = 0; i < opts.endpoints.size(); ++i) {
     const Endpoint& ep = opts.endpoints[i];
     if (ep.url.empty()) KF_USAGE_ERROR("LLM endpoint %zu: empty URL", i);
@@ -250,32 +340,21 @@ void LlmClient::Impl::validate() {
   if (!(opts.backoff_s >= 0)) KF_USAGE_ERROR("LLM client: backoff must be >= 0 s (got %g)", opts.backoff_s);
   if (std::isnan(opts.budget_usd) || opts.budget_usd < 0)
     KF_USAGE_ERROR("LLM client: budget must be >= 0 USD (got %g)", opts.budget_usd);
+  if (!std::isfinite(opts.spent_usd) || opts.spent_usd < 0)
+    KF_USAGE_ERROR("LLM client: the amount already spent must be >= 0 USD (got %g)", opts.spent_usd);
   if (opts.cassette_mode != CassetteMode::kOff && opts.cassette_path.empty())
     KF_USAGE_ERROR("LLM client: cassette mode needs a cassette path");
 }
 
 // kReplay: reads every line {"key","request","response"} of the cassette.
 void LlmClient::Impl::load_cassette() {
-  std::string text;
-  try {
-    text = read_file(opts.cassette_path);
-  } catch (const Error&) {
-    KF_USAGE_ERROR("cannot read LLM cassette '%s' for replay", opts.cassette_path.c_str());
-  }
-  int line_no = 0;
-  for (const std::string& raw : split(text, '\n')) {
-    ++line_no;
-    const std::string_view line = trim(raw);
-    if (line.empty()) continue;
-    try {
-      const json entry = json::parse(line);
-      ChatResponse r = response_from_json(entry.at("response"));
-      replay_in_order.push_back(r);
-      replay[entry.at("key").get<std::string>()].push_back(std::move(r));
-    } catch (const json::exception& e) {
-      KF_USAGE_ERROR("LLM cassette '%s' line %d is not a valid entry: %s", opts.cassette_path.c_str(),
-                     line_no, e.what());
-    }
+  for (const json& entry : read_cassette(opts.cassette_path)) {
+    ChatResponse r = response_from_json(entry.at("response"));
+    replay_in_order.push_back(r);
+    replay[entry.at("key").get<std::string>()].push_back(std::move(r));
+    const std::string model = entry.value("request", json::object()).value("model", std::string());
+    if (std::find(replay_models.begin(), replay_models.end(), model) == replay_models.end())
+      replay_models.push_back(model);
   }
 }
 
@@ -309,6 +388,8 @@ HttpResult LlmClient::Impl::post(size_t e, const std::string& body) {
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &r.body);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &r.retry_after);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM for time-outs: we run in many threads
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::llround(opts.timeout_s * 1000)));
@@ -321,10 +402,7 @@ HttpResult LlmClient::Impl::post(size_t e, const std::string& body) {
   r.elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (r.curl_code == CURLE_OK) {
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_off_t retry_after = -1;  // libcurl parses both "seconds" and HTTP-date forms
-    if (curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK && retry_after >= 0 &&
-        (r.status == 429 || r.status >= 500))
-      r.retry_after_s = static_cast<double>(retry_after);
+    if (r.status == 429 || r.status >= 500) r.retry_after_s = retry_after_seconds(r.retry_after);
   } else {
     r.curl_error = errbuf[0] ? errbuf : curl_easy_strerror(r.curl_code);
   }
@@ -405,8 +483,7 @@ ChatResponse LlmClient::Impl::call_endpoint(size_t e, const ChatRequest& req) {
     if (r.curl_code != CURLE_OK) {
       // Transport failure: retry, then report what kind of failure it was.
       if (!last) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(
-            std::min(kMaxDelayS, opts.backoff_s * std::ldexp(1.0, attempt))));
+        wait_before_retry(e, attempt, "failed (" + r.curl_error + ")", backoff_wait(attempt), false);
         continue;
       }
       const std::string tries = strf("after %d attempt%s", attempt + 1, attempt == 0 ? "" : "s");
@@ -445,8 +522,9 @@ ChatResponse LlmClient::Impl::call_endpoint(size_t e, const ChatRequest& req) {
 
     const bool retryable = r.status == 429 || r.status >= 500;
     if (retryable && !last) {
-      double delay = r.retry_after_s >= 0 ? r.retry_after_s : opts.backoff_s * std::ldexp(1.0, attempt);
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(kMaxDelayS, delay)));
+      const bool from_header = r.retry_after_s >= 0;
+      const double wait = from_header ? std::min(kMaxRetryWaitS, r.retry_after_s) : backoff_wait(attempt);
+      wait_before_retry(e, attempt, strf("answered HTTP %ld", r.status), wait, from_header);
       continue;
     }
     throw LlmError(LlmError::Kind::kHttp,
@@ -461,9 +539,11 @@ ChatResponse LlmClient::Impl::call_endpoint(size_t e, const ChatRequest& req) {
 // picked is tried first; the other endpoints' models next (so that replay does not depend on the
 // random choice when threads interleave differently from the recording).
 std::optional<ChatResponse> LlmClient::Impl::replay_next(const ChatRequest& req, size_t first) {
-  std::vector<size_t> order{first};
+  std::vector<std::string> models;
+  if (!opts.endpoints.empty()) models.push_back(opts.endpoints[first].model);
   for (size_t i = 0; i < opts.endpoints.size(); ++i)
-    if (i != first) order.push_back(i);
+    if (i != first) models.push_back(opts.endpoints[i].model);
+  if (opts.endpoints.empty()) models = replay_models;  // no endpoint given: the models recorded
   std::lock_guard lock(replay_mu);
   if (opts.replay_in_order) {
     if (replay_in_order.empty()) return std::nullopt;
@@ -472,8 +552,8 @@ std::optional<ChatResponse> LlmClient::Impl::replay_next(const ChatRequest& req,
     r.replayed = true;
     return r;
   }
-  for (size_t e : order) {
-    auto it = replay.find(request_key(req, opts.endpoints[e].model));
+  for (const std::string& model : models) {
+    auto it = replay.find(request_key(req, model));
     if (it == replay.end() || it->second.empty()) continue;
     ChatResponse r = std::move(it->second.front());
     it->second.pop_front();
@@ -508,12 +588,12 @@ LlmClient::LlmClient(LlmOptions opts) : impl_(std::make_unique<Impl>(std::move(o
   im.validate();
   std::vector<double> weights;
   for (const Endpoint& ep : im.opts.endpoints) {
-    im.urls.push_back(completions_url(ep.url));
+    im.urls.push_back(chat_completions_url(ep.url));
     const char* key = ep.api_key_env.empty() ? nullptr : std::getenv(ep.api_key_env.c_str());
     im.keys.push_back(key ? key : "");
     weights.push_back(ep.weight);
   }
-  im.pick = std::discrete_distribution<size_t>(weights.begin(), weights.end());
+  if (!weights.empty()) im.pick = std::discrete_distribution<size_t>(weights.begin(), weights.end());
   if (im.opts.cassette_mode == CassetteMode::kReplay) im.load_cassette();
   else curl_init_once();
   if (im.opts.cassette_mode == CassetteMode::kRecord) im.open_cassette_for_record();
@@ -531,12 +611,13 @@ ChatResponse LlmClient::chat(const ChatRequest& req) {
   const size_t e = im.choose_endpoint();
   if (im.opts.cassette_mode == CassetteMode::kReplay) {
     std::optional<ChatResponse> r = im.replay_next(req, e);
-    if (!r)
+    if (!r) {
+      const std::string model = im.opts.endpoints.empty() ? std::string("as recorded") : im.opts.endpoints[e].model;
       throw LlmError(LlmError::Kind::kReplayMiss,
                      strf("LLM cassette '%s' has no (more) recorded responses for request %s (model %s)",
-                          im.opts.cassette_path.c_str(),
-                          request_key(req, im.opts.endpoints[e].model).substr(0, 16).c_str(),
-                          im.opts.endpoints[e].model.c_str()));
+                          im.opts.cassette_path.c_str(), request_key(req, model).substr(0, 16).c_str(),
+                          model.c_str()));
+    }
     im.add_spent(r->cost_usd);
     return *r;
   }

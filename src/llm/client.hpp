@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -37,8 +38,10 @@ struct ChatResponse {
 };
 
 struct Endpoint {
-  std::string url;            // base URL, e.g. "http://127.0.0.1:8000" or "https://api.openai.com"
-                              // ("/v1/chat/completions" is appended unless the URL already ends with it)
+  std::string url;            // base URL, e.g. "http://127.0.0.1:8000", "http://127.0.0.1:8000/v1" or
+                              // "https://api.openai.com/v1": "/v1/chat/completions" is appended to a URL
+                              // without /v1, "/chat/completions" to one ending in /v1, and a URL that
+                              // already ends with /chat/completions is kept
   std::string model;
   double weight = 1.0;
   std::string api_key_env = "OPENAI_API_KEY";  // empty or unset variable: no Authorization header
@@ -53,15 +56,31 @@ struct LlmOptions {
   double timeout_s = 600;        // per HTTP request
   double connect_timeout_s = 10;
   int max_retries = 4;           // on 429, 5xx and transport errors; 4xx other than 429 are not retried
-  double backoff_s = 1.0;        // first retry delay; doubles each time; Retry-After honoured when given
+  // Without a Retry-After header, retry i (0-based) waits a random time in [0.5, 1] x backoff_s x 2^i
+  // (exponential backoff with jitter); a Retry-After header (seconds or an HTTP date) is honoured
+  // instead. Every wait is capped at kMaxRetryWaitS.
+  double backoff_s = 1.0;
   double budget_usd = std::numeric_limits<double>::infinity();
+  double spent_usd = 0;          // already spent before this client (a resumed run's stored total)
   CassetteMode cassette_mode = CassetteMode::kOff;
   std::string cassette_path;
   // Replay the Nth call with the Nth recorded response instead of matching request keys. A search
   // loop needs this: its prompts quote measured speed-ups, which differ slightly between runs.
   bool replay_in_order = false;
-  uint64_t seed = 1;             // endpoint choice by weight
+  uint64_t seed = 1;             // endpoint choice by weight and the backoff's jitter
+  // Called (from the calling thread) before each retry's wait, with one line such as
+  // "LLM endpoint URL answered HTTP 500: retry 1 of 4 in 1.3 s". Null: silent.
+  std::function<void(const std::string&)> on_retry;
 };
+
+inline constexpr double kMaxRetryWaitS = 60;  // cap on any wait between retries, Retry-After included
+
+// The URL a chat request goes to for a base URL (see Endpoint::url).
+std::string chat_completions_url(const std::string& base_url);
+
+// Throws a usage error unless `path` is a cassette that replay can use: a readable regular file
+// holding at least one recorded exchange, every line a valid entry.
+void check_replay_cassette(const std::string& path);
 
 // Why a call failed, for clear messages and for the loop to decide what to do.
 class LlmError : public std::runtime_error {
@@ -76,7 +95,9 @@ class LlmError : public std::runtime_error {
 
 class LlmClient {
  public:
-  explicit LlmClient(LlmOptions opts);  // throws a usage error on bad options (no endpoint, bad URL, ...)
+  // Throws a usage error on bad options (no endpoint, bad URL, ...). A replaying client needs no
+  // endpoint: the cassette answers every call.
+  explicit LlmClient(LlmOptions opts);
   ~LlmClient();
   LlmClient(const LlmClient&) = delete;
   LlmClient& operator=(const LlmClient&) = delete;

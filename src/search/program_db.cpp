@@ -66,6 +66,20 @@ const char* const kMigrations[] = {
     R"sql(
       ALTER TABLE candidates ADD COLUMN language TEXT NOT NULL DEFAULT 'cuda';
     )sql",
+    // 3: iterations, so that one whose answers arrived in part is finished with its own prompt on
+    // --resume. Iterations of older runs that hold candidates were finished.
+    R"sql(
+      CREATE TABLE iterations (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        iteration INTEGER NOT NULL,
+        parent INTEGER NOT NULL,
+        prompt TEXT NOT NULL,
+        state TEXT NOT NULL,
+        PRIMARY KEY (run_id, iteration)
+      );
+      INSERT INTO iterations(run_id, iteration, parent, prompt, state)
+        SELECT run_id, iteration, 0, '', 'complete' FROM candidates GROUP BY run_id, iteration;
+    )sql",
 };
 constexpr int kLatestVersion = int(sizeof kMigrations / sizeof kMigrations[0]);
 
@@ -235,11 +249,21 @@ void ProgramDb::set_run_state(int64_t id, const std::string& state) {
   tx.commit();
 }
 
-int64_t ProgramDb::add_candidate(const CandidateRecord& c) { return add_candidates({c}).front(); }
-
-std::vector<int64_t> ProgramDb::add_candidates(const std::vector<CandidateRecord>& cs) {
+void ProgramDb::set_run_config(int64_t id, const nlohmann::json& config) {
   const SqliteDb& db = impl_->db;
   Transaction tx(db);
+  Statement update(db, "UPDATE runs SET config_json = ?, updated_at = ? WHERE id = ?");
+  update.bind(0, dump_json(config)).bind(1, utc_now_iso8601()).bind(2, id).step();
+  KF_CHECK(db.changes() == 1, "no search run %lld in '%s'", (long long)id, db.path().c_str());
+  tx.commit();
+}
+
+int64_t ProgramDb::add_candidate(const CandidateRecord& c) { return add_candidates({c}).front(); }
+
+namespace {
+
+// The INSERTs of add_candidates() and add_llm_call(), inside the caller's transaction.
+std::vector<int64_t> insert_candidates(const SqliteDb& db, const std::vector<CandidateRecord>& cs) {
   Statement insert(db,
                    "INSERT INTO candidates(run_id, iteration, grp, sample, policy, parents_json, source, prompt, "
                    "analysis, status, error, verdict_json, correct, score, reward, advantage, created_at, language) "
@@ -252,6 +276,25 @@ std::vector<int64_t> ProgramDb::add_candidates(const std::vector<CandidateRecord
     insert.step();
     ids.push_back(db.last_insert_rowid());
   }
+  return ids;
+}
+
+int64_t insert_llm_call(const SqliteDb& db, const LlmCallRecord& c) {
+  Statement insert(db,
+                   "INSERT INTO llm_calls(run_id, iteration, grp, endpoint, model, prompt_tokens, completion_tokens, "
+                   "latency_s, cost_usd, status, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(0, c.run_id).bind(1, c.iteration).bind(2, c.group).bind(3, c.endpoint).bind(4, c.model);
+  insert.bind(5, c.prompt_tokens).bind(6, c.completion_tokens).bind(7, c.latency_s).bind(8, c.cost_usd);
+  insert.bind(9, c.status).bind(10, c.error).bind(11, utc_now_iso8601()).step();
+  return db.last_insert_rowid();
+}
+
+}  // namespace
+
+std::vector<int64_t> ProgramDb::add_candidates(const std::vector<CandidateRecord>& cs) {
+  const SqliteDb& db = impl_->db;
+  Transaction tx(db);
+  std::vector<int64_t> ids = insert_candidates(db, cs);
   // Any throw above rolls the whole batch back.
   tx.commit();
   return ids;
@@ -314,16 +357,57 @@ int ProgramDb::last_iteration(int64_t run_id) const {
   return q.step() && !q.is_null(0) ? int(q.integer(0)) : -1;
 }
 
-int64_t ProgramDb::add_llm_call(const LlmCallRecord& c) {
+void ProgramDb::begin_iteration(int64_t run_id, int iteration, int64_t parent, const std::string& prompt) {
   const SqliteDb& db = impl_->db;
   Transaction tx(db);
   Statement insert(db,
-                   "INSERT INTO llm_calls(run_id, iteration, grp, endpoint, model, prompt_tokens, completion_tokens, "
-                   "latency_s, cost_usd, status, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  insert.bind(0, c.run_id).bind(1, c.iteration).bind(2, c.group).bind(3, c.endpoint).bind(4, c.model);
-  insert.bind(5, c.prompt_tokens).bind(6, c.completion_tokens).bind(7, c.latency_s).bind(8, c.cost_usd);
-  insert.bind(9, c.status).bind(10, c.error).bind(11, utc_now_iso8601()).step();
-  const int64_t id = db.last_insert_rowid();
+                   "INSERT OR IGNORE INTO iterations(run_id, iteration, parent, prompt, state) "
+                   "VALUES (?, ?, ?, ?, 'open')");
+  insert.bind(0, run_id).bind(1, iteration).bind(2, parent).bind(3, prompt).step();
+  tx.commit();
+}
+
+std::optional<IterationRecord> ProgramDb::iteration(int64_t run_id, int iteration) const {
+  Statement q(impl_->db, "SELECT iteration, parent, prompt, state FROM iterations WHERE run_id = ? AND iteration = ?");
+  q.bind(0, run_id).bind(1, iteration);
+  if (!q.step()) return std::nullopt;
+  IterationRecord r;
+  r.iteration = int(q.integer(0));
+  r.parent = q.integer(1);
+  r.prompt = q.text(2);
+  r.complete = q.text(3) == "complete";
+  return r;
+}
+
+void ProgramDb::complete_iteration(int64_t run_id, int iteration) {
+  const SqliteDb& db = impl_->db;
+  Transaction tx(db);
+  Statement update(db,
+                   "INSERT INTO iterations(run_id, iteration, parent, prompt, state) VALUES (?, ?, 0, '', 'complete') "
+                   "ON CONFLICT(run_id, iteration) DO UPDATE SET state = 'complete'");
+  update.bind(0, run_id).bind(1, iteration).step();
+  tx.commit();
+}
+
+int ProgramDb::last_complete_iteration(int64_t run_id) const {
+  Statement q(impl_->db, "SELECT MAX(iteration) FROM iterations WHERE run_id = ? AND state = 'complete'");
+  q.bind(0, run_id);
+  return q.step() && !q.is_null(0) ? int(q.integer(0)) : -1;
+}
+
+std::vector<int64_t> ProgramDb::add_answer(const LlmCallRecord& call, const std::vector<CandidateRecord>& cs) {
+  const SqliteDb& db = impl_->db;
+  Transaction tx(db);
+  std::vector<int64_t> ids = insert_candidates(db, cs);
+  insert_llm_call(db, call);
+  tx.commit();
+  return ids;
+}
+
+int64_t ProgramDb::add_llm_call(const LlmCallRecord& c) {
+  const SqliteDb& db = impl_->db;
+  Transaction tx(db);
+  const int64_t id = insert_llm_call(db, c);
   tx.commit();
   return id;
 }

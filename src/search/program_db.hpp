@@ -54,6 +54,16 @@ struct LlmCallRecord {
   std::string created_at;
 };
 
+// One iteration of the loop: its prompt (JSON of the messages) and the parent its edits apply to,
+// stored before the first LLM call, so that answers that arrived before a kill are kept and the
+// rest of the group is asked for with the same prompt on --resume.
+struct IterationRecord {
+  int iteration = 0;
+  int64_t parent = 0;
+  std::string prompt;
+  bool complete = false;  // the loop moved on from it (a full group, or it gave up on the rest)
+};
+
 class ProgramDb {
  public:
   // Opens or creates `path`, applies migrations; a file written by a newer kforge (higher schema
@@ -70,6 +80,7 @@ class ProgramDb {
   std::optional<SearchRun> run(int64_t id) const;
   std::optional<SearchRun> latest_run() const;
   void set_run_state(int64_t id, const std::string& state);
+  void set_run_config(int64_t id, const nlohmann::json& config);
 
   int64_t add_candidate(const CandidateRecord& c);  // returns the new id (c.id ignored)
   // Several candidates in one transaction (a whole group arrives or none of it).
@@ -80,6 +91,13 @@ class ProgramDb {
   std::vector<CandidateRecord> candidates(int64_t run_id) const;            // by id
   std::vector<CandidateRecord> pending_candidates(int64_t run_id) const;    // status "pending", by id
   int last_iteration(int64_t run_id) const;                                 // -1 when none
+
+  void begin_iteration(int64_t run_id, int iteration, int64_t parent, const std::string& prompt);  // kept if begun
+  std::optional<IterationRecord> iteration(int64_t run_id, int iteration) const;
+  void complete_iteration(int64_t run_id, int iteration);
+  int last_complete_iteration(int64_t run_id) const;                        // -1 when none
+  // One paid LLM answer: the candidates made of it and the call (tokens, cost), in one transaction.
+  std::vector<int64_t> add_answer(const LlmCallRecord& call, const std::vector<CandidateRecord>& cs);
 
   int64_t add_llm_call(const LlmCallRecord& c);
   std::vector<LlmCallRecord> llm_calls(int64_t run_id) const;

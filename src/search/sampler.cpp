@@ -207,4 +207,13 @@ double clip_reward(double r, double clip) {
   return std::clamp(r, -clip, clip);
 }
 
+double group_input(bool correct, double reward, double clip, const RewardConfig& cfg) {
+  KF_CHECK(clip > 0, "the reward clip must be positive (got %g)", clip);
+  const double floor = rejected_reward(cfg);
+  if (!correct) return floor;
+  // clamp(r, -clip, clip) > floor holds for r > floor, clip > 0 and floor <= 0; the max() keeps it
+  // for a reward stored before the floor existed (a log reward of a correct candidate below -8).
+  return std::max(clip_reward(reward, clip), std::nextafter(floor, 1.0));
+}
+
 }  // namespace kforge

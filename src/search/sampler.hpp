@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "eval/verdict.hpp"
+
 namespace kforge {
 
 struct Scored {
@@ -68,5 +70,10 @@ std::unique_ptr<Sampler> make_sampler(const std::string& spec);
 std::vector<double> group_advantages(const std::vector<double>& rewards);
 // Extreme rewards are smoothed and clipped before normalising: r -> sign(r) * min(|r|, clip).
 double clip_reward(double r, double clip);
+// What a candidate enters its group's normalisation with: a correct candidate's reward clipped to
+// +-clip (clip > 0), a rejected or invalid one's rejected_reward(cfg), not clipped. Every correct
+// value lies above every rejected one (a correct reward older than the floor of verdict.hpp is
+// lifted just above it), so a rejection always gets the lowest advantage of its group.
+double group_input(bool correct, double reward, double clip, const RewardConfig& cfg);
 
 }  // namespace kforge

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -610,6 +611,124 @@ TEST(LlmClientReplayInOrder, AnswersByPositionWhateverThePrompt) {
   EXPECT_EQ(client.chat(other).choices.at(0), "second");
   EXPECT_THROW(client.chat(other), LlmError);
   EXPECT_EQ(server.request_count(), 2u);
+}
+
+}  // namespace
+}  // namespace kforge
+
+// ---------------------------------------------------------------------------------------------
+// Issue 14: backoff without Retry-After, base URLs with /v1, replay without endpoints.
+
+namespace kforge {
+namespace {
+
+// Item 5: an absent Retry-After was read as "Retry-After: 0", so 5 retries landed within 4 ms.
+TEST(LlmClient, WithoutRetryAfterRetriesBackOffExponentiallyWithJitter) {
+  ScriptedLlmServer server;
+  for (int i = 0; i < 3; ++i) server.push(ScriptStep{500, R"({"error":"overloaded"})", 0, {}});
+  server.push(ScriptedLlmServer::ok({"at last"}));
+  LlmOptions o = options_for(server.url());
+  o.max_retries = 3;
+  o.backoff_s = 0.1;  // waits in [0.05, 0.1], [0.1, 0.2], [0.2, 0.4]
+  std::vector<std::string> lines;
+  o.on_retry = [&](const std::string& line) { lines.push_back(line); };
+  LlmClient client(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(client.chat(request("x")).choices.at(0), "at last");
+  const double took = seconds_since(t0);
+  EXPECT_GE(took, 0.35) << "no backoff between retries";
+  EXPECT_LT(took, 3.0);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].find("answered HTTP 500: retry 1 of 3 in "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[2].find("retry 3 of 3 in 0."), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[0].find("Retry-After"), std::string::npos) << lines[0];
+}
+
+TEST(LlmClient, RetryAfterAsAnHttpDateIsHonoured) {
+  ScriptedLlmServer server;
+  char date[64];
+  const std::time_t when = std::time(nullptr) + 3;
+  std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", std::gmtime(&when));
+  server.push(ScriptStep{429, R"({"error":"later"})", 0, std::string(date)});
+  server.push(ScriptedLlmServer::ok({"done"}));
+  LlmOptions o = options_for(server.url());
+  std::vector<std::string> lines;
+  o.on_retry = [&](const std::string& line) { lines.push_back(line); };
+  LlmClient client(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(client.chat(request("x")).choices.at(0), "done");
+  EXPECT_GE(seconds_since(t0), 1.5);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("(its Retry-After)"), std::string::npos) << lines[0];
+}
+
+// Item 23: "http://host:8000/v1" (how OpenAI clients and vLLM write a base URL) was called as
+// .../v1/v1/chat/completions.
+TEST(LlmClient, BaseUrlWithOrWithoutV1) {
+  EXPECT_EQ(chat_completions_url("http://h:8000"), "http://h:8000/v1/chat/completions");
+  EXPECT_EQ(chat_completions_url("http://h:8000/"), "http://h:8000/v1/chat/completions");
+  EXPECT_EQ(chat_completions_url("http://h:8000/v1"), "http://h:8000/v1/chat/completions");
+  EXPECT_EQ(chat_completions_url("http://h:8000/v1/"), "http://h:8000/v1/chat/completions");
+  EXPECT_EQ(chat_completions_url("https://api.x.com/v1/chat/completions"), "https://api.x.com/v1/chat/completions");
+  ScriptedLlmServer server(ScriptedLlmServer::ok({"hello"}));
+  for (const std::string& suffix : {"", "/", "/v1", "/v1/", "/v1/chat/completions"}) {
+    LlmClient client(options_for(server.url() + suffix));
+    EXPECT_EQ(client.chat(request("x")).choices.at(0), "hello") << suffix;
+  }
+  EXPECT_EQ(server.request_count(), 5u);
+  // The error names the URL that was tried.
+  LlmOptions o = options_for("http://127.0.0.1:9/v1");
+  o.max_retries = 0;
+  LlmClient client(o);
+  LlmError e = expect_llm_error([&] { client.chat(request("x")); });
+  EXPECT_NE(std::string(e.what()).find("http://127.0.0.1:9/v1/chat/completions"), std::string::npos) << e.what();
+  EXPECT_EQ(std::string(e.what()).find("/v1/v1"), std::string::npos) << e.what();
+}
+
+// Item 10 (client side): replay needs no endpoint; an empty cassette or a folder is a usage error.
+TEST(LlmClient, ReplayNeedsNoEndpointButACassetteWithExchanges) {
+  TempFolder dir;
+  const std::string cassette = dir.path + "/c.jsonl";
+  {
+    ScriptedLlmServer server(ScriptedLlmServer::ok({"recorded"}));
+    LlmOptions o = options_for(server.url());
+    o.cassette_mode = CassetteMode::kRecord;
+    o.cassette_path = cassette;
+    LlmClient client(o);
+    client.chat(request("x"));
+  }
+  LlmOptions o;
+  o.cassette_mode = CassetteMode::kReplay;
+  o.cassette_path = cassette;
+  {
+    LlmClient client(o);  // by content, with the recorded model
+    EXPECT_EQ(client.chat(request("x")).choices.at(0), "recorded");
+  }
+  o.replay_in_order = true;
+  {
+    LlmClient client(o);
+    EXPECT_EQ(client.chat(request("another prompt")).choices.at(0), "recorded");
+  }
+  std::ofstream(dir.path + "/empty.jsonl") << "\n";
+  for (const std::string& bad : {dir.path + "/empty.jsonl", dir.path, dir.path + "/missing.jsonl"}) {
+    o.cassette_path = bad;
+    expect_usage_error(o, bad.c_str());
+    EXPECT_THROW(check_replay_cassette(bad), Error) << bad;
+  }
+  EXPECT_NO_THROW(check_replay_cassette(cassette));
+}
+
+// Item 1 (client side): the amount a resumed run had spent counts against its cap.
+TEST(LlmClient, SpentBeforeCountsAgainstTheBudget) {
+  ScriptedLlmServer server(ScriptedLlmServer::ok({"x"}));
+  LlmOptions o = options_for(server.url());
+  o.budget_usd = 7;
+  o.spent_usd = 9;
+  LlmClient client(o);
+  LlmError e = expect_llm_error([&] { client.chat(request("x")); });
+  EXPECT_EQ(e.kind(), Kind::kBudget);
+  EXPECT_NE(std::string(e.what()).find("spent 9.0000 USD of 7.0000 USD"), std::string::npos) << e.what();
+  EXPECT_EQ(server.request_count(), 0u);
 }
 
 }  // namespace

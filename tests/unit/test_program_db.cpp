@@ -148,8 +148,8 @@ TEST_F(ProgramDbTest, CreatesMigratesAndReopens) {
   int64_t run = 0;
   {
     ProgramDb db(p);
-    EXPECT_EQ(ProgramDb::latest_schema_version(), 2);
-    EXPECT_EQ(db.schema_version(), 2);
+    EXPECT_EQ(ProgramDb::latest_schema_version(), 3);
+    EXPECT_EQ(db.schema_version(), 3);
     run = db.create_run("hgemm:64x64x64:nn", {{"iterations", 3}});
   }
   EXPECT_EQ(query(p, "PRAGMA journal_mode"), "wal");
@@ -164,8 +164,8 @@ TEST_F(ProgramDbTest, CreatesMigratesAndReopens) {
   EXPECT_EQ(query(p, "SELECT \"table\" FROM pragma_foreign_key_list('llm_calls')"), "runs");
 
   ProgramDb db(p);
-  EXPECT_EQ(db.schema_version(), 2);
-  EXPECT_EQ(query(p, "SELECT COUNT(*) FROM schema_version"), "2");  // no migration applied twice
+  EXPECT_EQ(db.schema_version(), 3);
+  EXPECT_EQ(query(p, "SELECT COUNT(*) FROM schema_version"), "3");  // no migration applied twice
   ASSERT_TRUE(db.run(run).has_value());
   EXPECT_EQ(db.run(run)->task, "hgemm:64x64x64:nn");
 }
@@ -450,6 +450,45 @@ TEST_F(ProgramDbTest, LastIteration) {
   db.add_candidate(c);
   EXPECT_EQ(db.last_iteration(other), 0);
   EXPECT_EQ(db.last_iteration(run), 5);
+}
+
+// Issue 14 item 6: an iteration is begun (its prompt stored) before its first LLM call, each paid
+// answer is stored with its call in one transaction, and only a finished iteration counts.
+TEST_F(ProgramDbTest, IterationsAndAnswersArriveOneByOne) {
+  ProgramDb db(path("search.db"));
+  const int64_t run = db.create_run("t", {});
+  EXPECT_EQ(db.last_complete_iteration(run), -1);
+  db.complete_iteration(run, 0);
+  EXPECT_EQ(db.last_complete_iteration(run), 0);
+  db.begin_iteration(run, 1, 7, R"([{"role":"user","content":"p"}])");
+  db.begin_iteration(run, 1, 8, "another prompt");  // kept as first begun
+  ASSERT_TRUE(db.iteration(run, 1));
+  EXPECT_EQ(db.iteration(run, 1)->parent, 7);
+  EXPECT_EQ(db.iteration(run, 1)->prompt, R"([{"role":"user","content":"p"}])");
+  EXPECT_FALSE(db.iteration(run, 1)->complete);
+  EXPECT_EQ(db.last_complete_iteration(run), 0);
+  CandidateRecord c;
+  c.run_id = run;
+  c.iteration = 1;
+  LlmCallRecord call;
+  call.run_id = run;
+  call.iteration = 1;
+  call.status = "ok";
+  call.cost_usd = 1.5;
+  EXPECT_EQ(db.add_answer(call, {c}).size(), 1u);
+  c.sample = 1;
+  EXPECT_EQ(db.add_answer(call, {c}).size(), 1u);
+  EXPECT_EQ(db.candidates(run).size(), 2u);
+  EXPECT_DOUBLE_EQ(db.total_cost_usd(run), 3.0);
+  db.complete_iteration(run, 1);
+  EXPECT_TRUE(db.iteration(run, 1)->complete);
+  EXPECT_EQ(db.last_complete_iteration(run), 1);
+  // A bad candidate rolls its call back too: an answer is stored whole or not at all.
+  c.status = "bogus";
+  EXPECT_ANY_THROW(db.add_answer(call, {c}));
+  EXPECT_DOUBLE_EQ(db.total_cost_usd(run), 3.0);
+  db.set_run_config(run, {{"budget_usd", 7}});
+  EXPECT_EQ(db.run(run)->config["budget_usd"], 7);
 }
 
 TEST_F(ProgramDbTest, NewerSchemaIsRefused) {

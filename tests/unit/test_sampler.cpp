@@ -267,3 +267,42 @@ TEST(ClipReward, ClipsSymmetrically) {
 
 }  // namespace
 }  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// Issue 14 item 4: with --reward log a rejected candidate (reward 0) got advantage +1 and a
+// correct one at 0.628x (reward -0.466) got -1. A rejection now enters its group below every
+// correct candidate, for every reward kind and clip.
+TEST(GroupInput, ARejectionGetsTheLowestAdvantageOfItsGroup) {
+  for (const char* kind : {"log", "speedup", "clipped:2"}) {
+    const RewardConfig cfg = parse_reward(kind);
+    for (double clip : {0.1, 1.0, 7.5, 10.0, 100.0}) {
+      for (double s : {1e-9, 0.001, 0.628, 1.0, 4.0, 1e6}) {
+        Verdict v;
+        v.correct = true;
+        v.speedup[cfg.mode].median = s;
+        const double correct = group_input(true, compute_reward(v, cfg), clip, cfg);
+        const double rejected = group_input(false, rejected_reward(cfg), clip, cfg);
+        EXPECT_LT(rejected, correct) << kind << " clip " << clip << " at " << s << "x";
+        const std::vector<double> adv = group_advantages({rejected, correct});
+        EXPECT_LT(adv[0], adv[1]) << kind << " clip " << clip << " at " << s << "x";
+      }
+    }
+  }
+  // The issue's group: a rejection and a correct candidate at 0.628x under the default reward.
+  const RewardConfig log = parse_reward("log");
+  Verdict slow;
+  slow.correct = true;
+  slow.speedup["offline"].median = 0.628;
+  const std::vector<double> adv = group_advantages(
+      {group_input(false, rejected_reward(log), 10, log), group_input(true, compute_reward(slow, log), 10, log)});
+  EXPECT_DOUBLE_EQ(adv[0], -1.0);
+  EXPECT_DOUBLE_EQ(adv[1], 1.0);
+  // A correct reward stored before the floor existed still ranks above a rejection.
+  EXPECT_GT(group_input(true, std::log(1e-6), 100, log), group_input(false, 0.0, 100, log));
+  EXPECT_THROW(group_input(true, 1.0, 0, log), Error);
+}
+
+}  // namespace
+}  // namespace kforge

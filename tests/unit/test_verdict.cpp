@@ -237,22 +237,41 @@ TEST(Reward, ComputesEachKindFromTheMedianOfTheMode) {
   EXPECT_DOUBLE_EQ(compute_reward(accepted(50.0), parse_reward("clipped")), 10.0);
 }
 
-TEST(Reward, ZeroWhenIncorrectMissingOrImplausible) {
+TEST(Reward, FloorWhenIncorrectMissingOrImplausible) {
   Verdict wrong = accepted(3.0);
   wrong.correct = false;
-  EXPECT_EQ(compute_reward(wrong, parse_reward("speedup")), 0.0);
+  EXPECT_EQ(compute_reward(wrong, parse_reward("speedup")), kRejectedSpeedupReward);
 
   Verdict rejected = accepted(3.0);
   rejected.reject(reason::kSideStream, "side stream");
-  EXPECT_EQ(compute_reward(rejected, parse_reward("speedup")), 0.0);
+  EXPECT_EQ(compute_reward(rejected, parse_reward("speedup")), kRejectedSpeedupReward);
 
   RewardConfig server = parse_reward("speedup");
   server.mode = "server";
-  EXPECT_EQ(compute_reward(accepted(3.0), server), 0.0);
+  EXPECT_EQ(compute_reward(accepted(3.0), server), kRejectedSpeedupReward);
 
   for (double s : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()})
     for (const char* kind : {"log", "speedup", "clipped"})
-      EXPECT_EQ(compute_reward(accepted(s), parse_reward(kind)), 0.0) << kind << " " << s;
+      EXPECT_EQ(compute_reward(accepted(s), parse_reward(kind)), rejected_reward(parse_reward(kind))) << kind << " " << s;
+  EXPECT_EQ(rejected_reward(parse_reward("speedup")), -1.0);
+  EXPECT_EQ(rejected_reward(parse_reward("clipped:3")), -1.0);
+  EXPECT_EQ(rejected_reward(parse_reward("log")), kRejectedLogReward);
+  EXPECT_EQ(compute_reward(wrong, parse_reward("log")), kRejectedLogReward);
+}
+
+// Issue 14 item 4: with --reward log a rejection (reward 0) ranked above a correct candidate at
+// 0.628x (reward -0.466). A rejection's reward lies below every correct reward, for every kind.
+TEST(Reward, ARejectionRanksBelowEveryCorrectCandidate) {
+  Verdict rejected = accepted(5.0);
+  rejected.reject(reason::kWrongResult, "wrong");
+  for (const char* kind : {"log", "speedup", "clipped", "clipped:0.5", "clipped:1000"}) {
+    const RewardConfig cfg = parse_reward(kind);
+    const double floor = compute_reward(rejected, cfg);
+    EXPECT_EQ(floor, rejected_reward(cfg)) << kind;
+    for (double s : {1e-300, 1e-9, 1e-4, 0.001, 0.01, 0.628, 1.0, 3.0, 1e6, 1e300})
+      EXPECT_LE(floor + 1, compute_reward(accepted(s), cfg)) << kind << " at " << s << "x";
+  }
+  EXPECT_NEAR(compute_reward(accepted(1e-9), parse_reward("log")), std::log(kLogRewardMinSpeedup), 1e-12);
 }
 
 TEST(Reward, BadConfigIsAUsageErrorEvenForIncorrectVerdicts) {
