@@ -20,6 +20,8 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "core/subprocess.hpp"
+#include "search/loop.hpp"
 #include "core/text.hpp"
 #include "serve/scorer.hpp"
 #include "serve/server.hpp"
@@ -224,6 +226,40 @@ TEST(ServiceCompletion, FencedCodeEditsAgainstTheSeedBareCodeAndNone) {
   EXPECT_TRUE(constant_time_equal("abc", "abc"));
   EXPECT_FALSE(constant_time_equal("abc", "abd"));
   EXPECT_FALSE(constant_time_equal("abc", "abcd"));
+}
+
+// HGEMM problems through the same service: the naive seed, and verdicts that need no GPU (a
+// static-scan rejection, a compile error from nvcc) through the prepare pool and the slot's judge.
+TEST(ServiceHgemm, SeedScanAndCompileVerdictsThroughTheService) {
+  EvalOptions eo = hgemm_eval_options("sm_90a");
+  eo.compile.cache_dir = test::temp_dir();
+  eo.compile.cutlass = "";
+  auto task = make_hgemm_task("hgemm:256x256x256", parse_hgemm_task("hgemm:256x256x256"), eo);
+  EXPECT_EQ(task->language(), "cuda");
+  EXPECT_NE(task->seed().find("kforge_hgemm"), std::string::npos);
+  EXPECT_EQ(task->describe()["m"], 256);
+  ServiceOptions o;
+  o.work_dir = test::temp_dir();
+  o.prepare_jobs = 1;
+  EvalService svc(o);
+  svc.add_task(task);
+  const ExtractedCandidate scan = extract_candidate(
+      "```cuda\nextern \"C\" int kforge_hgemm(const kforge_hgemm_args* a, cudaStream_t s) {\n"
+      "  cudaStream_t mine; cudaStreamCreate(&mine); return 0;\n}\n```\n",
+      *task);
+  ASSERT_TRUE(scan.ok);
+  std::future<Verdict> f1 = svc.submit(task->id(), scan.source);
+  const Verdict v1 = f1.get();
+  EXPECT_FALSE(v1.correct);
+  EXPECT_TRUE(v1.has_reason(reason::kForbiddenCall)) << join(v1.reasons, ",") << " " << v1.message;
+  EXPECT_TRUE(v1.details.contains("service"));
+  if (!run_process({"nvcc", "--version"}).ok()) GTEST_SKIP() << "SKIPPED: nvcc not found on PATH";
+  std::future<Verdict> f2 = svc.submit(
+      task->id(), "extern \"C\" int kforge_hgemm(const kforge_hgemm_args* a, cudaStream_t s) { return this is not C++; }\n");
+  const Verdict v2 = f2.get();
+  EXPECT_TRUE(v2.has_reason(reason::kCompileError)) << join(v2.reasons, ",") << " " << v2.message;
+  EXPECT_TRUE(v2.details.contains("compile"));
+  EXPECT_LT(v2.reward, 0.0 + 1e-12);
 }
 
 // ---------------------------------------------------------------------------------------------
