@@ -167,6 +167,15 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
   // baseline's above all); errors are ignored (the limit is not supported everywhere).
   cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
   cudaCtxResetPersistingL2Cache();
+  // What the limit reads after the reset (the runtime may report a floor of its own, 11.2 MiB on
+  // the H200): only a larger value after the calls is the candidate's doing.
+  size_t l2_before = 0;
+  if (cudaDeviceGetLimit(&l2_before, cudaLimitPersistingL2CacheSize) != cudaSuccess) l2_before = 0;
+  // No access-policy window on the given stream either (one left by earlier calls, or set now).
+  {
+    cudaStreamAttrValue none = {};
+    cudaStreamSetAttribute(e.stream, cudaStreamAttributeAccessPolicyWindow, &none);
+  }
   cudaGetLastError();
   cudaError_t launch_err = cudaSuccess;
   if (mode == "graph") {
@@ -225,7 +234,15 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
   size_t l2_persisting = 0;
   if (cudaDeviceGetLimit(&l2_persisting, cudaLimitPersistingL2CacheSize) != cudaSuccess) l2_persisting = 0;
   cudaGetLastError();
-  if (l2_persisting > 0) out["l2_persisting_bytes"] = l2_persisting;
+  if (l2_persisting > l2_before) out["l2_persisting_bytes"] = l2_persisting;
+  out["l2_limit_bytes"] = {l2_before, l2_persisting};
+  {
+    cudaStreamAttrValue w = {};
+    if (cudaStreamGetAttribute(e.stream, cudaStreamAttributeAccessPolicyWindow, &w) == cudaSuccess &&
+        w.accessPolicyWindow.num_bytes > 0)
+      out["access_policy_window_bytes"] = size_t(w.accessPolicyWindow.num_bytes);
+    cudaGetLastError();
+  }
   out["rc"] = rc;
   out["cuda"] = cuda_name(sync != cudaSuccess ? sync : launch_err);
   out["sticky"] = sync != cudaSuccess;

@@ -337,6 +337,7 @@ struct WorkerState {
   Ceilings ceilings;
   double idle_probe_us = 0;  // a 20 us probe kernel's host-seen latency on an idle GPU
   bool calibrated = false;   // ceilings loaded and the idle probe measured (under the device lock)
+  size_t l2_persisting_at_start = 0;  // the persisting-L2 limit as this judge's context read it at start
   std::string baseline_key;
   std::unique_ptr<Executor> baseline;
   std::string baseline_description;
@@ -607,13 +608,21 @@ class Judge {
     if (const int rc = rep.value("rc", 0); rc != 0) return v_.reject(reason::kCandidateError, strf("returned %d (%s)", rc, what.c_str()));
     if (const std::string c = rep.value("cuda", std::string()); !c.empty())
       return v_.reject(reason::kCudaError, strf("%s (%s)", c.c_str(), what.c_str()));
-    {  // a persisting-L2 carve-out is a device setting the candidate may not touch (hack table)
+    {  // a persisting-L2 carve-out is a device setting the candidate may not touch (hack table):
+       // larger than the executor read it after its reset, or than this judge read it at start
+       // (the limit reads 11.2 MiB untouched on the H200)
       size_t l2 = rep.value("l2_persisting_bytes", size_t(0)), seen = 0;
-      if (cudaDeviceGetLimit(&seen, cudaLimitPersistingL2CacheSize) == cudaSuccess) l2 = std::max(l2, seen);
+      if (cudaDeviceGetLimit(&seen, cudaLimitPersistingL2CacheSize) == cudaSuccess && seen > w_.l2_persisting_at_start)
+        l2 = std::max(l2, seen);
       cudaGetLastError();
+      if (!v_.details.contains("l2_limit_bytes") && rep.contains("l2_limit_bytes"))
+        v_.details["l2_limit_bytes"] = {{"executor_before_after", rep["l2_limit_bytes"]}, {"judge_at_start", w_.l2_persisting_at_start}, {"judge_now", seen}};
       if (l2 > 0)
         return v_.reject(reason::kForbiddenCall, strf("the calls left a persisting-L2 carve-out of %s set on the device (%s)",
                                                       human_bytes(double(l2)).c_str(), what.c_str()));
+      if (const size_t win = rep.value("access_policy_window_bytes", size_t(0)); win > 0)
+        return v_.reject(reason::kForbiddenCall, strf("the calls left an L2 access-policy window of %s on the given stream (%s)",
+                                                      human_bytes(double(win)).c_str(), what.c_str()));
     }
     if (const uint64_t esc = rep.value("escaped", uint64_t(0)); esc > 0)
       return v_.reject(reason::kSideStream, strf("%llu output elements were written while the given stream was held "
@@ -980,6 +989,9 @@ int run_eval_worker() {
         for (int i = 0; i < 9; ++i) probes.push_back(probe_once(w->stream.get()));
         std::sort(probes.begin(), probes.end());
         w->idle_probe_us = probes[4];
+        if (cudaDeviceGetLimit(&w->l2_persisting_at_start, cudaLimitPersistingL2CacheSize) != cudaSuccess)
+          w->l2_persisting_at_start = SIZE_MAX;  // not readable: the judge's own reading proves nothing
+        cudaGetLastError();
       }
       try {
         if (!busy) Judge(*w, req, v).run();
