@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <unistd.h>
+#include <cstring>
+#include <cmath>
+#include <signal.h>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -16,8 +20,27 @@
 namespace kforge {
 namespace {
 
+// Ctrl-C: the first asks the loop to stop after the step in progress (the LLM calls in flight and
+// the judging of their answers); a second ends the process at once. Every answer and verdict is
+// stored by its own transaction, so the run folder is consistent whenever the process ends, and
+// --resume goes on from there.
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop = true; }
+std::atomic<int> g_interrupts{0};
+constexpr char kStopLine[] =
+    "\nkforge optimize: stopping after this step (the LLM calls in flight and the judging of their answers); "
+    "press Ctrl-C again to abort at once\n";
+char g_abort_line[1024];
+size_t g_abort_len = 0;
+
+extern "C" void on_stop_signal(int) {
+  if (g_interrupts.fetch_add(1) == 0) {
+    g_stop = true;
+    (void)!::write(2, kStopLine, sizeof kStopLine - 1);
+    return;
+  }
+  (void)!::write(2, g_abort_line, g_abort_len);
+  ::_exit(130);
+}
 
 struct OptimizeCli {
   OptimizeOptions o;
@@ -25,6 +48,7 @@ struct OptimizeCli {
   std::string api_key_env = "OPENAI_API_KEY";
   double price_prompt = 0, price_completion = 0;
   double budget = -1;
+  CLI::Option* budget_opt = nullptr;
   std::string resume_dir;
   std::string cassette;
   bool record = false, replay = false;
@@ -43,12 +67,15 @@ struct OptimizeCli {
 
 void run(OptimizeCli& c) {
   OptimizeOptions& o = c.o;
-  o.include_dirs = checked_include_dirs(c.include_dirs);  // first: nothing is created before this
+  // Every option is checked here and by check_optimize_options() before anything is created.
+  o.include_dirs = checked_include_dirs(c.include_dirs);
   check_nvcc_flags(c.nvcc_flags);
   o.nvcc_flags = c.nvcc_flags;
   if (!c.resume_dir.empty() && (!o.include_dirs.empty() || !o.nvcc_flags.empty()))
     KF_USAGE_ERROR("--include-dir and --nvcc-flag are stored with the run; --resume compiles with the stored ones");
   if (!c.resume_dir.empty()) {
+    if (!o.task.empty())
+      KF_USAGE_ERROR("--resume continues the stored task; leave --task out (or start a new run with --run-dir)");
     o.resume = true;
     o.run_dir = c.resume_dir;
   } else if (o.task.empty()) {
@@ -59,20 +86,15 @@ void run(OptimizeCli& c) {
       KF_USAGE_ERROR("task '%s' is a file but not a .py task file (PyTorch tasks are KernelBench-format .py files)",
                      o.task.c_str());
     parse_hgemm_task(o.task);  // fail early on a bad task
-  } else {
-    check_torch_task_file(o.task, c.python);  // missing, unreadable, raising on import: fail early
-    if (!o.seed_file.empty() && !std::filesystem::is_regular_file(o.seed_file))
-      KF_USAGE_ERROR("no such seed file: %s", o.seed_file.c_str());
-    if (o.policy == "builtin")
-      KF_USAGE_ERROR("the builtin policy proposes HGEMM kernels only; PyTorch tasks need --policy llm");
-    if (!o.include_dirs.empty() || !o.nvcc_flags.empty())
-      KF_USAGE_ERROR("--include-dir and --nvcc-flag apply to HGEMM tasks (a PyTorch candidate passes its own "
-                     "flags to load_inline)");
+  } else if (!o.include_dirs.empty() || !o.nvcc_flags.empty()) {
+    KF_USAGE_ERROR("--include-dir and --nvcc-flag apply to HGEMM tasks (a PyTorch candidate passes its own "
+                   "flags to load_inline)");
   }
   if (c.models.size() > 1 && c.models.size() != c.urls.size())
     KF_USAGE_ERROR("give one --model for all endpoints or one per --llm-url (%zu models for %zu URLs)", c.models.size(),
                    c.urls.size());
   if (!c.urls.empty() && c.models.empty()) KF_USAGE_ERROR("--model is required with --llm-url");
+  if (c.urls.empty() && !c.models.empty()) KF_USAGE_ERROR("--model needs --llm-url (the endpoint that serves it)");
   for (size_t i = 0; i < c.urls.size(); ++i) {
     Endpoint e;
     e.url = c.urls[i];
@@ -82,18 +104,16 @@ void run(OptimizeCli& c) {
     e.usd_per_1k_completion = c.price_completion;
     o.llm.endpoints.push_back(e);
   }
-  if (c.budget >= 0) o.llm.budget_usd = c.budget;
+  if (c.budget_opt && c.budget_opt->count() > 0) o.llm.budget_usd = c.budget;  // checked with the rest
   if (c.record && c.replay) KF_USAGE_ERROR("--record and --replay exclude each other");
   if ((c.record || c.replay) && c.cassette.empty()) KF_USAGE_ERROR("--record and --replay need --cassette FILE");
+  if (!c.cassette.empty() && !c.record && !c.replay)
+    KF_USAGE_ERROR("--cassette needs --record (write the LLM exchanges) or --replay (answer from them)");
   o.llm.cassette_path = c.cassette;
   o.llm.cassette_mode = c.record ? CassetteMode::kRecord : c.replay ? CassetteMode::kReplay : CassetteMode::kOff;
   o.llm.replay_in_order = true;  // prompts quote measured speed-ups: replay by order, not by content
-  if (o.iterations == 0 || o.iterations < -1) KF_USAGE_ERROR("--iterations must be at least 1");
+  if (o.iterations == 0 || o.iterations < -1) KF_USAGE_ERROR("--iterations must be at least 1 (got %d)", o.iterations);
   if (o.iterations == -1 && !o.resume) o.iterations = 10;
-  if (o.group_size < 1 || o.group_size > 64) KF_USAGE_ERROR("--group-size must be between 1 and 64");
-  if (o.exemplars < 0 || o.exemplars > 16) KF_USAGE_ERROR("--exemplars must be between 0 and 16");
-  if (o.policy == "llm" && o.llm.endpoints.empty() && !o.resume)
-    KF_USAGE_ERROR("the llm policy needs --llm-url and --model (or --policy builtin, which needs no endpoint)");
 
   const std::string arch = c.arch;
   EvalOptions eval = hgemm_eval_options(arch);
@@ -116,40 +136,63 @@ void run(OptimizeCli& c) {
   if (c.device == "cpu" && c.baseline != "eager") KF_USAGE_ERROR("--device cpu times only the eager baseline");
   t.baselines = {"eager"};  // always timed: the timed outputs are checked against it
   if (c.baseline != "eager") t.baselines.push_back(c.baseline);
+  if (c.samples < 1) KF_USAGE_ERROR("--samples must be at least 1 (got %d)", c.samples);
   t.samples = std::max(3, c.samples);
   t.trials = c.trials;
   t.run_timeout_s = c.run_timeout;
-  t.compile_timeout_s = std::max(c.compile_timeout, 1.0);
+  t.compile_timeout_s = c.compile_timeout;
   t.import_timeout_s = c.import_timeout;
   t.seed = o.seed;
   t.reward = parse_reward(c.reward);
   t.reward.mode = c.baseline;
-  if (c.atol != -1 && !(c.atol >= 0)) KF_USAGE_ERROR("--atol must be a non-negative number");
-  if (c.rtol != -1 && !(c.rtol >= 0)) KF_USAGE_ERROR("--rtol must be a non-negative number");
+  if (c.atol != -1 && !(c.atol >= 0 && std::isfinite(c.atol)))
+    KF_USAGE_ERROR("--atol must be a non-negative number (got %g)", c.atol);
+  if (c.rtol != -1 && !(c.rtol >= 0 && std::isfinite(c.rtol)))
+    KF_USAGE_ERROR("--rtol must be a non-negative number (got %g)", c.rtol);
   if (c.atol >= 0) t.atol = c.atol;
   if (c.rtol >= 0) t.rtol = c.rtol;
   t.allow_streams = c.allow_streams;
   t.require_cuda_kernel = c.require_cuda_kernel;
   t.devices = eval.devices;
+  if (!o.resume) {
+    check_optimize_options(o);  // all of it, before the (slower) import check and before anything is created
+    if (is_torch_task(o.task)) check_torch_task_file(o.task, c.python);  // raising on import: fail early
+  }
   require_default_device(t.devices, c.device);
 
   g_stop = false;
-  auto previous = std::signal(SIGINT, on_stop_signal);
+  g_interrupts = 0;
+  const std::string abort_line = "\nkforge optimize: aborted; every answer and verdict stored so far is kept: continue "
+                                 "with --resume " + o.run_dir + "\n";
+  g_abort_len = std::min(abort_line.size(), sizeof g_abort_line);
+  std::memcpy(g_abort_line, abort_line.data(), g_abort_len);
+  struct sigaction sa {}, previous {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &previous);
   OptimizeSummary s;
   try {
     s = run_optimize(o, g_stop);
   } catch (...) {
-    std::signal(SIGINT, previous);
+    ::sigaction(SIGINT, &previous, nullptr);
     throw;
   }
-  std::signal(SIGINT, previous);
+  ::sigaction(SIGINT, &previous, nullptr);
   std::printf("run %lld in %s: %d iterations, %d candidates (%d correct), best %.3fx%s, spent $%.4f%s\n",
               (long long)s.run_id, o.run_dir.c_str(), s.iterations_done, s.candidates, s.correct, s.best_speedup,
               s.best_id ? strf(" (candidate %lld: %s/candidates/%lld.%s)", (long long)s.best_id, o.run_dir.c_str(),
                                (long long)s.best_id, s.python ? "py" : "cu").c_str()
                         : "",
-              s.spent_usd, s.interrupted ? ("; stopped: continue with --resume " + o.run_dir).c_str() : "");
+              s.spent_usd,
+              s.interrupted     ? ("; stopped: continue with --resume " + o.run_dir).c_str()
+              : s.budget_spent  ? ("; stopped at the spending cap: raise --budget-usd and --resume " + o.run_dir).c_str()
+                                : "");
+  std::fflush(stdout);
   if (s.interrupted) throw ExitStatus{130};
+  if (!s.failure.empty()) {
+    std::fprintf(stderr, "kforge optimize: error: %s\n", s.failure.c_str());
+    throw ExitStatus{1};
+  }
 }
 
 }  // namespace
@@ -162,36 +205,48 @@ void register_optimize(CLI::App& app) {
                   "what to optimise: hgemm:MxNxK[:nn|tn][:f32|f16], or a KernelBench-format PyTorch task file "
                   "(FILE.py defining Model, get_inputs, get_init_inputs; candidates are ModelNew files)");
   cmd->add_option("--policy", c->o.policy, "llm (an OpenAI-compatible endpoint) or builtin (no LLM)")->capture_default_str();
-  cmd->add_option("--llm-url", c->urls, "endpoint base URL, e.g. http://127.0.0.1:8000 (repeatable: several endpoints)");
+  cmd->add_option("--llm-url", c->urls, "endpoint base URL, with or without /v1: http://127.0.0.1:8000/v1 and http://127.0.0.1:8000 both call "
+                  ".../v1/chat/completions (repeatable: several endpoints); http:// or https:// only");
   cmd->add_option("--model", c->models, "model name (one for all endpoints, or one per --llm-url)");
   cmd->add_option("--api-key-env", c->api_key_env, "environment variable holding the API key (never logged)")
       ->capture_default_str();
   cmd->add_option("--price-prompt", c->price_prompt, "USD per 1,000 prompt tokens (for the spending cap)");
   cmd->add_option("--price-completion", c->price_completion, "USD per 1,000 completion tokens");
-  cmd->add_option("--budget-usd", c->budget, "stop when the LLM spending reaches this");
+  c->budget_opt = cmd->add_option("--budget-usd", c->budget,
+                                  "the run's cap on LLM spending in USD, across --resume (the total spent is stored "
+                                  "with the run; calls in flight when it is reached still finish)");
   cmd->add_option("--iterations", c->o.iterations,
                   "iterations, one prompt and one group each (default 10; with --resume, as stored unless given)");
-  cmd->add_option("--llm-retries", c->o.llm.max_retries, "retries of one LLM call on 429, 5xx and transport errors")
+  cmd->add_option("--llm-retries", c->o.llm.max_retries, "retries of one LLM call on 429, 5xx and transport errors (0 to 100): each waits the server's Retry-After "
+                  "when given (at most 60 s), else a random 0.5-1 x 1 s x 2^retry (exponential backoff with jitter)")
       ->capture_default_str();
-  cmd->add_option("--llm-timeout", c->o.llm.timeout_s, "seconds one LLM request may take")->capture_default_str();
+  cmd->add_option("--llm-timeout", c->o.llm.timeout_s, "seconds one LLM request may take (above 0, at most 604800)")->capture_default_str();
   cmd->add_option("--group-size", c->o.group_size, "candidates per prompt (a GRPO group)")->capture_default_str();
   cmd->add_option("--exemplars", c->o.exemplars, "earlier candidates shown in each prompt")->capture_default_str();
-  cmd->add_option("--concurrency", c->o.llm.concurrency, "LLM requests in flight at once")->capture_default_str();
+  cmd->add_option("--concurrency", c->o.llm.concurrency, "LLM requests in flight at once. A group is asked for in one request (n = group size, so the prompt is paid "
+                  "once); when the endpoint answers fewer choices than asked (it ignores n), the rest are asked for by up "
+                  "to this many requests at once (1 to 256; one at a time with --replay)")->capture_default_str();
   cmd->add_option("--sampler", c->o.sampler, "contrastive[:BUCKETS:TEMPERATURE], topk or islands:N")->capture_default_str();
   cmd->add_option("--prompts", c->o.prompts_dir, "folder of prompt templates overriding the built-in ones (see prompts/)");
   cmd->add_option("--run-dir", c->o.run_dir, "folder of this run (database and candidate files)")->capture_default_str();
-  cmd->add_option("--resume", c->resume_dir, "continue the run in this folder where it stopped");
-  cmd->add_option("--cassette", c->cassette, "JSONL file of recorded LLM exchanges");
+  cmd->add_option("--resume", c->resume_dir, "continue the run in this folder where it stopped: answers and verdicts already stored are kept, an "
+                  "iteration cut short asks only for its missing candidates with its own prompt; refused while another "
+                  "kforge runs in the folder");
+  cmd->add_option("--cassette", c->cassette, "JSONL file of recorded LLM exchanges (with --record or --replay; replay needs a file that holds at least "
+                  "one exchange)");
   cmd->add_flag("--record", c->record, "record every LLM exchange into --cassette");
-  cmd->add_flag("--replay", c->replay, "answer LLM calls from --cassette only (deterministic, no network)");
+  cmd->add_flag("--replay", c->replay, "answer LLM calls from --cassette only, in the recorded order (deterministic, no network; needs no "
+                "--llm-url or --model)");
   cmd->add_option("--seed", c->o.seed, "seed of the sampler and the built-in policy")->capture_default_str();
   cmd->add_option("--mode", c->modes, "timing modes of the evaluator; the first sets the reward")->capture_default_str();
   cmd->add_option("--samples", c->samples, "paired timing rounds per candidate")->capture_default_str();
-  cmd->add_option("--reward", c->reward, "reward of a correct candidate: log, speedup, clipped:X")->capture_default_str();
+  cmd->add_option("--reward", c->reward, "reward of a correct candidate: log (ln of the speed-up, at least ln 0.001), speedup, clipped:X; a rejected "
+                  "candidate gets a floor below every correct reward (-8 for log, 0 otherwise)")->capture_default_str();
   cmd->add_option("--reviewer-model", c->o.reviewer_model,
                   "when a best speed-up jumps, this model (same endpoints) compares the winner with known hacks; "
                   "a HACK verdict rejects it");
-  cmd->add_option("--reward-clip", c->o.reward_clip, "clip rewards to +-X before group normalisation")->capture_default_str();
+  cmd->add_option("--reward-clip", c->o.reward_clip, "clip correct candidates' rewards to +-X (X > 0) before group normalisation; a rejected candidate enters "
+                  "with the reward floor (below every correct one), never clipped")->capture_default_str();
   cmd->add_option("--arch", c->arch, "nvcc target (default: the device's)");
   cmd->add_option("--include-dir", c->include_dirs,
                   "HGEMM tasks: folder added to the candidates' include path (repeatable; CUTLASS/CuTe headers "

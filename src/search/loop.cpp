@@ -9,6 +9,20 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <cctype>
+#include <iterator>
+#include <thread>
+#include <mutex>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <optional>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -179,6 +193,136 @@ void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
 
 namespace {
 
+// Seconds given for a time-out: positive and finite, at most a week.
+void check_seconds(double s, const char* flag) {
+  if (!(s > 0) || !(s <= 7 * 86400.0))
+    KF_USAGE_ERROR("%s must be a number of seconds above 0 and at most 604800 (got %g)", flag, s);
+}
+
+void check_endpoint_url(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const std::string s = scheme == std::string::npos ? "" : url.substr(0, scheme);
+  if (s != "http" && s != "https")
+    KF_USAGE_ERROR("--llm-url '%s' must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)", url.c_str());
+  const std::string rest = url.substr(scheme + 3);
+  if (rest.empty() || rest[0] == '/' || rest[0] == ':')
+    KF_USAGE_ERROR("--llm-url '%s' names no host (e.g. http://127.0.0.1:8000/v1)", url.c_str());
+}
+
+}  // namespace
+
+void check_optimize_options(const OptimizeOptions& o) {
+  // The run folder.
+  if (o.run_dir.empty()) KF_USAGE_ERROR("--run-dir must not be empty");
+  {
+    std::error_code ec;
+    if (fs::exists(o.run_dir, ec) && !fs::is_directory(o.run_dir, ec))
+      KF_USAGE_ERROR("--run-dir '%s' is a file, not a folder; give a folder (created when missing)", o.run_dir.c_str());
+  }
+  // The task and the policy.
+  if (o.task.empty()) KF_USAGE_ERROR("--task is required (e.g. --task hgemm:4096x4096x64:tn), or --resume DIR");
+  const bool torch = is_torch_task(o.task);
+  if (torch) {
+    std::error_code ec;
+    if (!fs::is_regular_file(o.task, ec)) KF_USAGE_ERROR("no such task file: %s", o.task.c_str());
+  } else {
+    parse_hgemm_task(o.task);
+  }
+  if (o.policy != "llm" && o.policy != "builtin")
+    KF_USAGE_ERROR("unknown --policy '%s' (expected llm or builtin)", o.policy.c_str());
+  if (torch && o.policy == "builtin")
+    KF_USAGE_ERROR("the builtin policy proposes HGEMM kernels only; PyTorch tasks need --policy llm");
+  if (!o.seed_file.empty()) {
+    if (!torch) KF_USAGE_ERROR("--seed-file applies to PyTorch tasks (an HGEMM run starts from kforge's naive kernel)");
+    std::error_code ec;
+    if (!fs::is_regular_file(o.seed_file, ec)) KF_USAGE_ERROR("no such seed file: %s", o.seed_file.c_str());
+  }
+  // The loop.
+  if (o.iterations < 1) KF_USAGE_ERROR("--iterations must be at least 1 (got %d)", o.iterations);
+  if (o.group_size < 1 || o.group_size > 64) KF_USAGE_ERROR("--group-size must be between 1 and 64 (got %d)", o.group_size);
+  if (o.exemplars < 0 || o.exemplars > 16) KF_USAGE_ERROR("--exemplars must be between 0 and 16 (got %d)", o.exemplars);
+  make_sampler(o.sampler);
+  if (!(o.reward_clip > 0) || !std::isfinite(o.reward_clip))
+    KF_USAGE_ERROR("--reward-clip must be a positive number (got %g)", o.reward_clip);
+  if (!(o.jump_factor > 1) || !std::isfinite(o.jump_factor))
+    KF_USAGE_ERROR("the jump factor must be a number above 1 (got %g)", o.jump_factor);
+  if (!o.prompts_dir.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(o.prompts_dir, ec))
+      KF_USAGE_ERROR("--prompts '%s' is not a folder; give a folder of templates (see prompts/README.md)",
+                     o.prompts_dir.c_str());
+    PromptTemplates::load(o.prompts_dir);  // an unreadable template is a usage error
+  }
+  // The LLM: endpoints, client options, the cassette.
+  const LlmOptions& l = o.llm;
+  const bool replay = l.cassette_mode == CassetteMode::kReplay;
+  if (o.policy == "llm" && l.endpoints.empty() && !replay)
+    KF_USAGE_ERROR("the llm policy needs --llm-url and --model (or --replay --cassette FILE, or --policy builtin, "
+                   "which needs no endpoint)");
+  if (!o.reviewer_model.empty() && l.endpoints.empty())
+    KF_USAGE_ERROR("--reviewer-model needs an endpoint (--llm-url)");
+  for (const Endpoint& e : l.endpoints) {
+    check_endpoint_url(e.url);
+    if (e.model.empty()) KF_USAGE_ERROR("--model must not be empty (endpoint %s)", e.url.c_str());
+    if (!(e.usd_per_1k_prompt >= 0) || !std::isfinite(e.usd_per_1k_prompt))
+      KF_USAGE_ERROR("--price-prompt must be a non-negative number of USD per 1,000 tokens (got %g)", e.usd_per_1k_prompt);
+    if (!(e.usd_per_1k_completion >= 0) || !std::isfinite(e.usd_per_1k_completion))
+      KF_USAGE_ERROR("--price-completion must be a non-negative number of USD per 1,000 tokens (got %g)",
+                     e.usd_per_1k_completion);
+  }
+  if (l.concurrency < 1 || l.concurrency > 256)
+    KF_USAGE_ERROR("--concurrency must be between 1 and 256 (got %d)", l.concurrency);
+  check_seconds(l.timeout_s, "--llm-timeout");
+  if (l.max_retries < 0 || l.max_retries > 100)
+    KF_USAGE_ERROR("--llm-retries must be between 0 and 100 (got %d)", l.max_retries);
+  if (std::isnan(l.budget_usd) || l.budget_usd < 0)
+    KF_USAGE_ERROR("--budget-usd must be a non-negative number of USD (got %g)", l.budget_usd);
+  if (l.cassette_mode != CassetteMode::kOff && l.cassette_path.empty())
+    KF_USAGE_ERROR("--record and --replay need --cassette FILE");
+  if (l.cassette_mode == CassetteMode::kRecord) {
+    std::error_code ec;
+    if (fs::is_directory(l.cassette_path, ec))
+      KF_USAGE_ERROR("--cassette '%s' is a folder; give a .jsonl file to record into", l.cassette_path.c_str());
+    check_writable(l.cassette_path);
+  }
+  if (replay) check_replay_cassette(l.cassette_path);
+  // The evaluator.
+  if (!torch) {
+    if (o.eval.modes.empty()) KF_USAGE_ERROR("--mode needs at least one timing mode");
+    if (o.eval.samples < 1 || o.eval.samples > 10000)
+      KF_USAGE_ERROR("--samples must be between 1 and 10000 (got %d)", o.eval.samples);
+    check_seconds(o.eval.run_timeout_s, "--run-timeout");
+    check_seconds(o.eval.compile.timeout_s, "--compile-timeout");
+    rejected_reward(o.eval.reward);  // an unknown reward kind
+  }
+  const TorchEvalOptions& t = o.torch;
+  if (!t.python.empty() && find_python(t.python).empty())
+    KF_USAGE_ERROR("--python '%s': no such executable; give a Python 3 (with torch for PyTorch tasks), or leave "
+                   "--python out ($KFORGE_PYTHON, else python3)",
+                   t.python.c_str());
+  // The PyTorch options are checked for every task: a bad one is a mistake even where it is unused.
+  if (t.trials < 1 || t.trials > 1000) KF_USAGE_ERROR("--trials must be between 1 and 1000 (got %d)", t.trials);
+  if (!(t.import_timeout_s >= 0) || t.import_timeout_s > 7 * 86400.0)
+    KF_USAGE_ERROR("--import-timeout must be a number of seconds from 0 to 604800 (got %g)", t.import_timeout_s);
+  static const std::regex device("cpu|cuda|cuda:[0-9]+");
+  if (!std::regex_match(t.device, device))
+    KF_USAGE_ERROR("unknown --device '%s' (expected cuda, cuda:N or cpu)", t.device.c_str());
+  if (torch) {
+    if (find_python(t.python).empty())
+      KF_USAGE_ERROR("no Python found for the PyTorch worker: give --python PATH or set KFORGE_PYTHON");
+    if (t.samples < 1 || t.samples > 10000)
+      KF_USAGE_ERROR("--samples must be between 1 and 10000 (got %d)", t.samples);
+    check_seconds(t.run_timeout_s, "--run-timeout");
+    check_seconds(t.compile_timeout_s, "--compile-timeout");
+    for (const auto& [flag, v] : {std::pair{"--atol", t.atol}, std::pair{"--rtol", t.rtol}})
+      if (v && (!(*v >= 0) || !std::isfinite(*v)))
+        KF_USAGE_ERROR("%s must be a non-negative number (got %g)", flag, *v);
+    rejected_reward(t.reward);
+  }
+}
+
+namespace {
+
 std::string seed_source() { return read_file(std::string(KFORGE_DATA_DIR) + "/seeds/hgemm_naive.cu"); }
 
 std::string describe_task(const HgemmProblem& p) {
@@ -214,25 +358,115 @@ std::string describe_torch_task(const std::string& task_file, const TorchEvalOpt
                                       : "as one captured CUDA graph");
 }
 
+// A source as a prompt shows it: decoded as its PEP 263 coding line declares when that is Latin-1
+// (latin-1, iso-8859-1 and their aliases; a task file may say `# -*- coding: latin-1 -*-`),
+// otherwise with every byte that is not UTF-8 written as U+FFFD. Prompts are JSON, and JSON is
+// UTF-8; the candidate files themselves keep their bytes.
+std::string prompt_text(const std::string& source) {
+  if (is_valid_utf8(source)) return source;
+  static const std::regex coding("^[ \t\f]*#.*?coding[:=][ \t]*([-\\w.]+)");
+  const std::vector<std::string> lines = split(source.substr(0, 1024), '\n');
+  for (size_t i = 0; i < lines.size() && i < 2; ++i) {
+    std::smatch m;
+    if (!std::regex_search(lines[i], m, coding)) continue;
+    std::string enc = m[1].str();
+    for (char& ch : enc) ch = ch == '_' ? '-' : char(std::tolower(static_cast<unsigned char>(ch)));
+    static const char* const kLatin1[] = {"latin-1", "latin1", "iso-8859-1", "iso8859-1", "8859", "cp819",
+                                          "l1", "iso-latin-1", "latin"};
+    if (std::find(std::begin(kLatin1), std::end(kLatin1), enc) == std::end(kLatin1)) break;
+    std::string out;
+    out.reserve(source.size() + source.size() / 8);
+    for (unsigned char ch : source) {
+      if (ch < 0x80) {
+        out += char(ch);
+      } else {
+        out += char(0xC0 | (ch >> 6));
+        out += char(0x80 | (ch & 0x3F));
+      }
+    }
+    return out;
+  }
+  return valid_utf8(source);
+}
+
+// The run folder's lock: an exclusive flock on kforge-search.lock, held while the loop runs, so
+// that two kforge processes never drive one run (a second --resume is refused). The kernel drops
+// it when the process ends, however it ends.
+class RunLock {
+ public:
+  explicit RunLock(const std::string& run_dir) : path_(run_dir + "/kforge-search.lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) KF_USAGE_ERROR("cannot create the lock file '%s': %s", path_.c_str(), std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      std::string holder(trim(read_file(path_)));
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EWOULDBLOCK)
+        KF_USAGE_ERROR("the run folder '%s' is in use by another kforge optimize%s; wait for it to end (or stop it "
+                       "with Ctrl-C) before --resume",
+                       run_dir.c_str(), holder.empty() ? "" : (" (pid " + holder + ")").c_str());
+      KF_USAGE_ERROR("cannot lock '%s': %s", path_.c_str(), std::strerror(err));
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+      // The pid only makes the message of a refused second run clearer.
+    }
+  }
+  ~RunLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the lock
+  }
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Reasons that mean the judge could not judge (kforge's side, or the machine), not that the
+// candidate failed: a run whose every candidate got one of them judged nothing.
+bool judged_nothing(const Verdict& v) {
+  for (const char* r : {reason::kInternalError, reason::kNoTorch, reason::kNoGpu, reason::kTaskError})
+    if (v.has_reason(r)) return true;
+  return false;
+}
+
+// One line for a verdict as it comes: "ACCEPT 1.234x" or "REJECT reason: message".
+std::string verdict_line(const Verdict& v, double score) {
+  if (v.correct) return strf("ACCEPT %.3fx", score);
+  std::string msg = v.message.substr(0, 200);
+  for (char& ch : msg)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return strf("REJECT %s: %s", v.reasons.empty() ? "rejected" : v.reasons.front().c_str(), valid_utf8(msg).c_str());
+}
+
 class Loop {
  public:
   Loop(const OptimizeOptions& o, const std::atomic<bool>& stop) : o_(o), stop_(stop) {}
 
   OptimizeSummary run() {
-    fs::create_directories(o_.run_dir + "/candidates");
-    db_ = std::make_unique<ProgramDb>(o_.run_dir + "/kforge-search.db");
+    const std::string db_path = o_.run_dir + "/kforge-search.db";
     if (o_.resume) {
+      std::error_code ec;
+      if (!fs::is_regular_file(db_path, ec))
+        KF_USAGE_ERROR("no run to resume in '%s' (no kforge-search.db there); start a run with --task ... --run-dir %s",
+                       o_.run_dir.c_str(), o_.run_dir.c_str());
+      lock_ = std::make_unique<RunLock>(o_.run_dir);
+      db_ = std::make_unique<ProgramDb>(db_path);
       auto r = db_->latest_run();
       if (!r) KF_USAGE_ERROR("no run to resume in '%s'", o_.run_dir.c_str());
       run_id_ = r->id;
       apply_stored_options(r->config, o_);
+      check_optimize_options(o_);  // the stored options with those given anew, before anything is written
+      db_->set_run_config(run_id_, to_json(o_));  // what was given anew (iterations, budget) stays the run's
       std::fprintf(stderr, "kforge optimize: resuming run %lld (%s) after iteration %d\n", (long long)run_id_,
-                   o_.task.c_str(), db_->last_iteration(run_id_));
+                   o_.task.c_str(), db_->last_complete_iteration(run_id_));
+      fs::create_directories(o_.run_dir + "/candidates");
     } else {
-      if (db_->latest_run())
-        KF_USAGE_ERROR("'%s' already holds a search run: pass --resume to continue it, or another --run-dir",
-                       o_.run_dir.c_str());
+      check_optimize_options(o_);
       torch_ = is_torch_task(o_.task);
+      // Everything the run needs is read before its folder is created.
       std::string task_source;
       if (torch_) {
         o_.task = fs::absolute(o_.task).lexically_normal().string();  // resumable from any folder
@@ -252,28 +486,32 @@ class Loop {
         seed.analysis = "the seed: the reference code as ModelNew";
         seed.language = "python";
       }
+      make_run_folder(o_.run_dir);
+      lock_ = std::make_unique<RunLock>(o_.run_dir);
+      db_ = std::make_unique<ProgramDb>(db_path);
+      if (db_->latest_run())
+        KF_USAGE_ERROR("'%s' already holds a search run: pass --resume to continue it, or another --run-dir",
+                       o_.run_dir.c_str());
       run_id_ = db_->create_run(o_.task, to_json(o_));
       seed.run_id = run_id_;
       db_->add_candidate(seed);
+      db_->complete_iteration(run_id_, 0);
     }
     torch_ = is_torch_task(o_.task);
     if (torch_) {
       task_source_ = read_file(o_.task);  // a task file gone since the run began: a clear error
-      if (o_.policy == "builtin")
-        KF_USAGE_ERROR("the builtin policy proposes HGEMM kernels only; PyTorch tasks need --policy llm");
     } else {
       problem_ = parse_hgemm_task(o_.task);
     }
     sampler_ = make_sampler(o_.sampler);
     templates_ = o_.prompts_dir.empty() ? PromptTemplates::builtin() : PromptTemplates::load(o_.prompts_dir);
     if (o_.policy == "llm") {
-      if (o_.llm.endpoints.empty()) KF_USAGE_ERROR("the llm policy needs an endpoint (--llm-url and --model)");
-      llm_ = std::make_unique<LlmClient>(o_.llm);
-    } else if (o_.policy != "builtin") {
-      KF_USAGE_ERROR("unknown policy '%s' (expected llm or builtin)", o_.policy.c_str());
+      LlmOptions lo = o_.llm;
+      lo.spent_usd = db_->total_cost_usd(run_id_);  // the cap is the run's, across resumes
+      lo.on_retry = [](const std::string& line) { std::fprintf(stderr, "kforge optimize: %s\n", line.c_str()); };
+      llm_ = std::make_unique<LlmClient>(lo);
     }
     if (!o_.reviewer_model.empty()) {
-      if (o_.llm.endpoints.empty()) KF_USAGE_ERROR("the reviewer needs an endpoint (--llm-url)");
       LlmOptions ro = o_.llm;
       for (Endpoint& e : ro.endpoints) e.model = o_.reviewer_model;
       ro.cassette_mode = CassetteMode::kOff;  // reviews are not part of the recorded search
@@ -289,7 +527,7 @@ class Loop {
     finish_groups();
     OptimizeSummary sum;
     bool budget_gone = false;
-    for (int it = db_->last_iteration(run_id_) + 1; it <= o_.iterations && !budget_gone; ++it) {
+    for (int it = db_->last_complete_iteration(run_id_) + 1; it <= o_.iterations && !budget_gone; ++it) {
       if (stop_) break;
       const double best_before = best().second;
       budget_gone = !iteration(it);
@@ -302,17 +540,36 @@ class Loop {
     sum.python = torch_;
     db_->set_run_state(run_id_, sum.interrupted ? "stopped" : "complete");
     sum.run_id = run_id_;
-    sum.iterations_done = db_->last_iteration(run_id_);
+    sum.iterations_done = db_->last_complete_iteration(run_id_);
     for (const CandidateRecord& c : db_->candidates(run_id_)) {
       ++sum.candidates;
       sum.correct += c.correct;
     }
     std::tie(sum.best_id, sum.best_speedup) = best();
     sum.spent_usd = db_->total_cost_usd(run_id_);
+    sum.budget_spent = budget_gone;
+    // A run that did nothing says so (the caller exits non-zero with this line).
+    if (calls_ok_ == 0 && calls_failed_ > 0)
+      sum.failure = budget_gone && calls_failed_ == budget_refusals_
+                        ? strf("the LLM budget is spent (%.4f USD of %.4f USD): give a higher --budget-usd with "
+                               "--resume %s to go on",
+                               sum.spent_usd, o_.llm.budget_usd, o_.run_dir.c_str())
+                        : strf("every LLM call failed (%d call%s); the last: %s", calls_failed_,
+                               calls_failed_ == 1 ? "" : "s", last_call_error_.c_str());
+    else if (judged_ == 0 && not_judged_ > 0)
+      sum.failure = strf("no candidate could be judged (%d tried): %s", not_judged_, first_not_judged_.c_str());
     return sum;
   }
 
  private:
+  // The run folder and its candidates/ folder, with a usage error naming the path on failure.
+  static void make_run_folder(const std::string& dir) {
+    std::error_code ec;
+    fs::create_directories(fs::path(dir) / "candidates", ec);
+    if (ec) KF_USAGE_ERROR("cannot create the run folder '%s': %s; give another --run-dir", dir.c_str(),
+                           ec.message().c_str());
+  }
+
   std::pair<int64_t, double> best() const {
     int64_t id = 0;
     double s = 0;
@@ -321,7 +578,6 @@ class Loop {
     return {id, s};
   }
 
-  // A candidate's score: its median speed-up in the reward's mode when correct, 0 otherwise.
   // o_.eval with the run's include folders and nvcc arguments (checked again: a stored folder may
   // be gone since the run began).
   EvalOptions hgemm_eval_with_user_compile() const {
@@ -335,6 +591,7 @@ class Loop {
 
   const RewardConfig& reward_config() const { return torch_ ? o_.torch.reward : o_.eval.reward; }
 
+  // A candidate's score: its median speed-up in the reward's mode when correct, 0 otherwise.
   double score_of(const Verdict& v) const {
     const auto mode = v.speedup.find(reward_config().mode);
     return v.correct && mode != v.speedup.end() ? mode->second.median : 0.0;
@@ -363,13 +620,24 @@ class Loop {
       paths.push_back(candidate_path(c.id));
       write_file_atomic(paths.back(), c.source);
     }
-    // Each verdict is stored as soon as it exists: a kill loses at most the candidate being judged.
+    std::fprintf(stderr, "kforge optimize: judging %zu candidate%s\n", pending.size(), pending.size() == 1 ? "" : "s");
+    // Each verdict is stored (and shown) as soon as it exists: a kill loses at most the candidate being judged.
     judge(paths, [&](size_t i, const Verdict& v) {
-      db_->record_verdict(pending[i].id, to_json(v), v.correct, score_of(v), v.reward);
+      const double score = score_of(v);
+      db_->record_verdict(pending[i].id, to_json(v), v.correct, score, v.correct ? v.reward : rejected_reward(reward_config()));
+      std::fprintf(stderr, "kforge optimize: candidate %lld (iteration %d, sample %d): %s\n", (long long)pending[i].id,
+                   pending[i].iteration, pending[i].sample, verdict_line(v, score).c_str());
+      if (judged_nothing(v)) {
+        if (not_judged_++ == 0) first_not_judged_ = valid_utf8(v.message.substr(0, 300));
+      } else {
+        ++judged_;
+      }
     });
   }
 
-  // Group-normalised advantages for every complete group that lacks them.
+  // Group-normalised advantages for every group of a finished iteration that lacks them. A
+  // rejected or invalid member enters with rejected_reward(), below every correct member
+  // (group_input), so it never gets a higher advantage than a correct one.
   void finish_groups() {
     std::map<std::pair<int, int>, std::vector<CandidateRecord>> groups;
     for (const CandidateRecord& c : db_->candidates(run_id_)) groups[{c.iteration, c.group}].push_back(c);
@@ -377,8 +645,11 @@ class Loop {
       const bool complete = std::none_of(members.begin(), members.end(), [](const CandidateRecord& c) { return c.status == "pending"; });
       const bool missing = std::any_of(members.begin(), members.end(), [](const CandidateRecord& c) { return !c.advantage; });
       if (!complete || !missing) continue;
+      const auto iter = db_->iteration(run_id_, key.first);
+      if (!iter || !iter->complete) continue;  // more answers may come on --resume
       std::vector<double> rewards;
-      for (const CandidateRecord& c : members) rewards.push_back(clip_reward(c.correct ? c.reward : 0.0, o_.reward_clip));
+      for (const CandidateRecord& c : members)
+        rewards.push_back(group_input(c.correct, c.reward, o_.reward_clip, reward_config()));
       const std::vector<double> adv = group_advantages(rewards);
       std::vector<std::pair<int64_t, double>> updates;
       for (size_t i = 0; i < members.size(); ++i) updates.push_back({members[i].id, adv[i]});
@@ -400,7 +671,7 @@ class Loop {
       verdict["remeasured"] = to_json(again);
       bool correct = again.correct;
       double score = std::min(c.score, score2);
-      double reward = 0;
+      double reward = rejected_reward(reward_config());
       if (correct) {
         Verdict lower = score2 < c.score ? again : verdict_from_json(c.verdict);
         reward = compute_reward(lower, reward_config());
@@ -433,7 +704,8 @@ class Loop {
                            {"text", r.text.substr(0, 4000)}};
       if (r.hack) {
         correct = false;
-        score = reward = 0;
+        score = 0;
+        reward = rejected_reward(reward_config());
         verdict["correct"] = false;
         verdict["reasons"].push_back(reason::kReviewerFlagged);
         verdict["message"] = "the LLM reviewer judged this sudden winner a hack";
@@ -447,9 +719,18 @@ class Loop {
     db_->add_llm_call(call);
   }
 
-  // One prompt, one group of candidates. False when the spending cap is reached.
-  bool iteration(int it) {
-    std::mt19937_64 rng(o_.seed * 1000003ull + uint64_t(it));
+  // The prompt and parent of iteration `it`: as stored when the iteration was begun (a resumed
+  // iteration keeps its prompt, so one group never mixes two prompts), else drawn now and stored.
+  std::pair<std::vector<ChatMessage>, CandidateRecord> prompt_for(int it, std::mt19937_64& rng) {
+    if (const auto rec = db_->iteration(run_id_, it); rec && !rec->prompt.empty()) {
+      const auto parent = db_->candidate(rec->parent);
+      const nlohmann::json j = nlohmann::json::parse(rec->prompt, nullptr, false);
+      if (parent && j.is_array()) {
+        std::vector<ChatMessage> messages;
+        for (const auto& m : j) messages.push_back({m.value("role", ""), m.value("content", "")});
+        return {messages, *parent};
+      }
+    }
     const std::vector<CandidateRecord> all = db_->candidates(run_id_);
     std::vector<Scored> pool;
     for (const CandidateRecord& c : all)
@@ -462,32 +743,20 @@ class Loop {
     const CandidateRecord parent = *std::max_element(shown.begin(), shown.end(), [](const auto& a, const auto& b) {
       return a.score < b.score;
     });
-    std::vector<CandidateRecord> group;
-    if (o_.policy == "builtin") {
-      const auto parent_cfg = TiledConfig::from_json(nlohmann::json::parse(parent.analysis, nullptr, false));
-      for (int s = 0; s < o_.group_size; ++s) {
-        const TiledConfig cfg = propose_config(parent_cfg, rng);
-        CandidateRecord c = make_record(it, s, "builtin", parent.id);
-        c.source = tiled_hgemm_source(cfg);
-        c.analysis = dump_json(cfg.to_json());
-        group.push_back(c);
-      }
-      db_->add_candidates(group);
-      return true;
-    }
+    if (o_.policy == "builtin") return {{}, parent};
     PromptInputs in;
     if (torch_) {
       in.task = describe_torch_task(o_.task, o_.torch);
-      in.reference = task_source_;
+      in.reference = prompt_text(task_source_);
       in.language = "python";
     } else {
       in.task = describe_task(problem_);
-      in.reference = all.front().source;
+      in.reference = prompt_text(all.front().source);
     }
     for (const CandidateRecord& c : shown) {
       Exemplar e;
       e.id = c.id;
-      e.source = c.source;
+      e.source = prompt_text(c.source);
       e.correct = c.correct;
       e.speedup = c.score;
       if (!c.correct && c.verdict.is_object()) e.notes = c.verdict.value("message", "");
@@ -497,45 +766,165 @@ class Loop {
     const std::vector<ChatMessage> messages = build_prompt(in, templates_);
     nlohmann::json prompt_json = nlohmann::json::array();
     for (const ChatMessage& m : messages) prompt_json.push_back({{"role", m.role}, {"content", m.content}});
-    bool budget_ok = true;
-    for (int attempt = 0; int(group.size()) < o_.group_size && attempt < o_.group_size + 2; ++attempt) {
-      ChatRequest req;
-      req.messages = messages;
-      req.n = o_.group_size - int(group.size());
+    db_->begin_iteration(run_id_, it, parent.id, dump_json(prompt_json));
+    return {messages, parent};
+  }
+
+  // What one LLM request of an iteration came back with.
+  struct Answer {
+    int n = 0;  // choices asked for
+    std::optional<ChatResponse> response;
+    std::optional<LlmError> error;
+    std::exception_ptr other;  // anything else (a cassette that cannot be written): rethrown
+  };
+
+  // Joins the threads of an iteration's requests however the iteration ends.
+  struct JoinAll {
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+      for (std::thread& t : threads)
+        if (t.joinable()) t.join();
+    }
+  };
+
+  // One prompt, one group of candidates. False when the spending cap is reached. Each paid answer
+  // is stored (its candidates and its call, in one transaction) as it arrives; the iteration is
+  // marked finished only when its group is full or the loop gives up on the rest, so a kill,
+  // Ctrl-C or the spending cap leaves it to --resume, which asks only for what is missing.
+  bool iteration(int it) {
+    std::mt19937_64 rng(o_.seed * 1000003ull + uint64_t(it));
+    auto [messages, parent] = prompt_for(it, rng);
+    int have = 0;
+    for (const CandidateRecord& c : db_->candidates(run_id_)) have += c.iteration == it;
+    if (o_.policy == "builtin") {
+      const auto parent_cfg = TiledConfig::from_json(nlohmann::json::parse(parent.analysis, nullptr, false));
+      std::vector<CandidateRecord> group;
+      for (int s = 0; s < o_.group_size; ++s) {
+        const TiledConfig cfg = propose_config(parent_cfg, rng);  // drawn for every sample: the same on resume
+        if (s < have) continue;
+        CandidateRecord c = make_record(it, s, "builtin", parent.id);
+        c.source = tiled_hgemm_source(cfg);
+        c.analysis = dump_json(cfg.to_json());
+        group.push_back(c);
+      }
+      db_->add_candidates(group);
+      db_->complete_iteration(run_id_, it);
+      return true;
+    }
+    nlohmann::json prompt_json = nlohmann::json::array();
+    for (const ChatMessage& m : messages) prompt_json.push_back({{"role", m.role}, {"content", m.content}});
+    const std::string prompt_text = dump_json(prompt_json);
+
+    // Prompt tokens are paid per request, so the whole group is asked for in one request (n = G).
+    // An endpoint that answers with fewer choices than asked ignores n: the rest of the group is
+    // then asked for with n = 1 by up to --concurrency requests at once (one at a time in replay,
+    // whose answers come in the recorded order).
+    const int concurrency = o_.llm.cassette_mode == CassetteMode::kReplay ? 1 : std::max(1, o_.llm.concurrency);
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Answer> done;
+    std::vector<std::thread> threads;
+    JoinAll join_all{threads};
+    std::exception_ptr failure;
+    int in_flight = 0, asked_for = 0, attempts = 0;
+    bool budget_ok = true, give_up = false;
+    auto launch = [&](int n) {
+      ++in_flight;
+      ++attempts;
+      asked_for += n;
+      std::fprintf(stderr, "kforge optimize: iteration %d: asking the LLM for %d candidate%s\n", it, n, n == 1 ? "" : "s");
+      threads.emplace_back([&, n] {
+        Answer a;
+        a.n = n;
+        ChatRequest req;
+        req.messages = messages;
+        req.n = n;
+        try {
+          a.response = llm_->chat(req);
+        } catch (const LlmError& e) {
+          a.error = e;
+        } catch (...) {
+          a.other = std::current_exception();
+        }
+        std::lock_guard lock(mu);
+        done.push_back(std::move(a));
+        cv.notify_all();
+      });
+    };
+    const int max_attempts = o_.group_size + 2;
+    for (;;) {
+      // Ask for what is missing and not already asked for, unless stopping.
+      const int missing = o_.group_size - have - asked_for;
+      if (!stop_ && budget_ok && !give_up && missing > 0 && attempts < max_attempts) {
+        if (!ignores_n_) {
+          if (in_flight == 0) launch(missing);
+        } else {
+          while (in_flight < concurrency && o_.group_size - have - asked_for > 0 && attempts < max_attempts) launch(1);
+        }
+      }
+      if (in_flight == 0) break;
+      Answer a;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return !done.empty(); });
+        a = std::move(done.front());
+        done.pop_front();
+      }
+      --in_flight;
+      asked_for -= a.n;
+      if (a.other) {
+        if (!failure) failure = a.other;
+        give_up = true;
+        continue;
+      }
       LlmCallRecord call;
       call.run_id = run_id_;
       call.iteration = it;
-      try {
-        const ChatResponse resp = llm_->chat(req);
-        call.endpoint = resp.endpoint;
-        call.model = resp.model;
-        call.prompt_tokens = resp.prompt_tokens;
-        call.completion_tokens = resp.completion_tokens;
-        call.latency_s = resp.latency_s;
-        call.cost_usd = resp.cost_usd;
-        call.status = "ok";
-        for (const std::string& text : resp.choices) {
-          if (int(group.size()) >= o_.group_size) break;
-          group.push_back(from_response(it, int(group.size()), "llm:" + resp.model, parent, text, dump_json(prompt_json)));
-        }
-        if (resp.choices.empty()) break;
-      } catch (const LlmError& e) {
+      if (a.error) {
+        const LlmError& e = *a.error;
         call.status = "error";
         call.error = e.what();
         std::fprintf(stderr, "kforge optimize: iteration %d: LLM call failed: %s\n", it, e.what());
         db_->add_llm_call(call);
+        ++calls_failed_;
+        last_call_error_ = e.what();
         if (e.kind() == LlmError::Kind::kBudget) {
           budget_ok = false;
-          break;
+          ++budget_refusals_;
+        } else if (e.kind() == LlmError::Kind::kAuth || e.kind() == LlmError::Kind::kUnreachable ||
+                   e.kind() == LlmError::Kind::kReplayMiss) {
+          give_up = true;  // no point asking again this iteration; the next one tries anew
         }
-        if (e.kind() == LlmError::Kind::kAuth || e.kind() == LlmError::Kind::kUnreachable ||
-            e.kind() == LlmError::Kind::kReplayMiss)
-          break;  // no point asking again this iteration; the next one tries anew
         continue;
       }
-      db_->add_llm_call(call);
+      const ChatResponse& resp = *a.response;
+      ++calls_ok_;
+      call.endpoint = resp.endpoint;
+      call.model = resp.model;
+      call.prompt_tokens = resp.prompt_tokens;
+      call.completion_tokens = resp.completion_tokens;
+      call.latency_s = resp.latency_s;
+      call.cost_usd = resp.cost_usd;
+      call.status = "ok";
+      std::vector<CandidateRecord> group;
+      for (const std::string& text : resp.choices) {
+        if (have + int(group.size()) >= o_.group_size) break;
+        group.push_back(from_response(it, have + int(group.size()), "llm:" + resp.model, parent, text, prompt_text));
+      }
+      const std::vector<int64_t> ids = db_->add_answer(call, group);
+      have += int(group.size());
+      std::string id_list;
+      for (int64_t id : ids) id_list += (id_list.empty() ? "" : ", ") + std::to_string(id);
+      std::fprintf(stderr, "kforge optimize: iteration %d: the LLM answered %zu choice%s in %.1f s (%d+%d tokens, $%.4f)%s%s\n",
+                   it, resp.choices.size(), resp.choices.size() == 1 ? "" : "s", resp.latency_s, resp.prompt_tokens,
+                   resp.completion_tokens, resp.cost_usd, ids.empty() ? "" : ": candidates ", id_list.c_str());
+      if (int(resp.choices.size()) < a.n) ignores_n_ = true;
+      if (resp.choices.empty()) give_up = true;
     }
-    if (!group.empty()) db_->add_candidates(group);
+    for (std::thread& t : threads) t.join();
+    if (failure) std::rethrow_exception(failure);
+    // Finished unless interrupted or out of budget with samples missing (then --resume finishes it).
+    if (have >= o_.group_size || (!stop_ && budget_ok)) db_->complete_iteration(run_id_, it);
     return budget_ok;
   }
 
@@ -606,6 +995,7 @@ class Loop {
 
   OptimizeOptions o_;
   const std::atomic<bool>& stop_;
+  std::unique_ptr<RunLock> lock_;
   std::unique_ptr<ProgramDb> db_;
   int64_t run_id_ = 0;
   HgemmProblem problem_;
@@ -616,6 +1006,12 @@ class Loop {
   PromptTemplates templates_;
   std::unique_ptr<LlmClient> llm_, reviewer_;
   std::unique_ptr<Evaluator> evaluator_;
+  bool ignores_n_ = false;   // the endpoint answered fewer choices than asked: ask n = 1, concurrently
+  // This invocation's outcome, for the exit status: a run that did nothing must not report success.
+  int calls_ok_ = 0, calls_failed_ = 0, budget_refusals_ = 0;
+  std::string last_call_error_;
+  int judged_ = 0, not_judged_ = 0;
+  std::string first_not_judged_;
 };
 
 }  // namespace

@@ -62,9 +62,24 @@ struct OptimizeSummary {
   double spent_usd = 0;
   bool interrupted = false;
   bool python = false;  // a PyTorch task: candidates are candidates/<id>.py
+  bool budget_spent = false;  // the spending cap stopped the run (an iteration may be left to --resume)
+  // Non-empty when this invocation did nothing useful: every LLM call failed (or the budget was
+  // already spent), or no candidate could be judged (every verdict is the judge's failure:
+  // internal_error, no_torch, no_gpu, task_error). One line; the command exits non-zero with it.
+  std::string failure;
 };
 
-// Runs the loop; `stop` is polled between steps (a Ctrl-C handler sets it).
+// The one validation step of optimize's options: a usage error naming the problem and its fix for
+// anything run_optimize could not use (task, policy, sampler, prompts folder, endpoint URLs and
+// prices, client time-outs and retries, budget, cassette, evaluator and PyTorch options, Python).
+// run_optimize calls it before it creates or writes anything (with --resume: on the stored options
+// merged with those given anew); the command line calls it first too.
+void check_optimize_options(const OptimizeOptions& o);
+
+// Runs the loop; `stop` is polled between steps (a Ctrl-C handler sets it): the LLM calls in
+// flight and the judging of their answers finish, then the run stops ("stopped", resumable).
+// The run folder is locked (flock on kforge-search.lock) while it runs: a second run_optimize on
+// the same folder is refused with a usage error.
 OptimizeSummary run_optimize(const OptimizeOptions& opts, const std::atomic<bool>& stop);
 
 // The options as stored with a run (for --resume), and back.
