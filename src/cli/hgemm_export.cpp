@@ -122,6 +122,8 @@ void run_export(const ExportOptions& o) {
   for (char ch : o.name) name_ok = name_ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
   if (!name_ok)
     KF_USAGE_ERROR("--name '%s': use letters, digits and '_' (starting with a letter)", o.name.c_str());
+  if (o.name.size() > 64)  // it becomes file names (lib<NAME>_static.a, <NAME>Config.cmake)
+    KF_USAGE_ERROR("--name has %zu characters: 64 at most", o.name.size());
 
   // The table first: a bad table is a usage error before anything is written.
   DispatchTable table;
@@ -146,6 +148,8 @@ void run_export(const ExportOptions& o) {
       KF_USAGE_ERROR("--out %s is not empty and holds no earlier export (no %s): refusing to replace it even with "
                      "--force", dir.c_str(), kMarker);
   }
+  if (dir.filename().string().size() > 200)
+    KF_USAGE_ERROR("--out: the folder name has %zu characters; 200 at most", dir.filename().string().size());
   // Only the export's own folder is created: a mistyped parent never leaves folders behind.
   const fs::path parent = dir.parent_path();
   if (!fs::is_directory(parent, ec))

@@ -28,6 +28,10 @@ void check_writable(const std::string& path) {
   if (!fs::is_directory(dir, ec))
     KF_USAGE_ERROR("cannot write '%s': folder '%s' does not exist", path.c_str(), dir.c_str());
   if (fs::is_directory(path, ec)) KF_USAGE_ERROR("cannot write '%s': it is a folder", path.c_str());
+  // The file is written as NAME.tmp.PID first: leave room for that within the system's limit.
+  if (fs::path(path).filename().string().size() > 230)
+    KF_USAGE_ERROR("cannot write '%s...': the file name has %zu characters; 230 at most", path.substr(0, 40).c_str(),
+                   fs::path(path).filename().string().size());
   if (::access(dir.c_str(), W_OK) != 0)
     KF_USAGE_ERROR("cannot write '%s': folder '%s' is not writable (%s)", path.c_str(), dir.c_str(),
                    std::strerror(errno));

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -72,10 +73,15 @@ constexpr int kStageExec = 2;
 
 // Runs in the child between fork and exec: only async-signal-safe calls, no allocation.
 [[noreturn]] void child_exec(char* const* argv, char* const* envp, const char* cwd, int in_fd, int out_fd,
-                             int err_fd, int status_fd) {
+                             int err_fd, int status_fd, pid_t parent) {
   // A new session makes the child the leader of a new process group whose id is its pid, so the
   // parent can kill it and everything it starts with kill(-pid, ...).
   ::setsid();
+  // The new session also puts it out of reach of the terminal's Ctrl-C: it dies with kforge
+  // instead (SIGKILL when the thread that started it ends: run_process waits in that thread, so
+  // only kforge's death ends it early). Kept across exec. A parent already gone is caught too.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);
 
   // Undo what the parent's thread may have set up: a blocked signal mask (run_process blocks
   // SIGPIPE while writing) and an ignored SIGPIPE are both inherited across exec.
@@ -241,13 +247,14 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     return r;
   }
 
+  const pid_t self = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     r.err = strf("fork: %s", std::strerror(errno));
     r.seconds = seconds_since(start);
     return r;
   }
-  if (pid == 0) child_exec(cargv.data(), cenv.data(), cwd, in[0].get(), out[1].get(), err[1].get(), status[1].get());
+  if (pid == 0) child_exec(cargv.data(), cenv.data(), cwd, in[0].get(), out[1].get(), err[1].get(), status[1].get(), self);
 
   // Parent: drop the child's ends so that end-of-file arrives once the child's side closes.
   in[0].reset();

@@ -267,7 +267,10 @@ Verdict TorchEvaluator::run_in_worker(const TorchJob& job, const std::string& bu
   // One fresh worker per candidate (see torch_eval.hpp).
   std::vector<std::string> env = {"PYTHONDONTWRITEBYTECODE=1", "MAX_JOBS=2"};
   if (!opts_.devices.empty()) env.push_back(device_env(opts_.devices[slot]));
-  WorkerProcess worker(worker_command(), env);
+  // The worker dies with kforge (PR_SET_PDEATHSIG): a kill -9 or Ctrl-C of kforge must not leave
+  // a judge running (it would load the CPU or GPU under the next measurement). This thread owns
+  // the worker until it returns, so only kforge's death fires the signal.
+  WorkerProcess worker(worker_command(), env, -1, /*die_with_parent=*/true);
   ++workers_started_;
   if (!worker.send(dump_json(req))) {
     v.reject(reason::kInternalError, "the Python worker could not be reached (" + worker.kill() + ")");

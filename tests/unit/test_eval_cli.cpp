@@ -2,11 +2,17 @@
 // garbage, oversize sources, forbidden calls, compile errors) gets a verdict with a reason, and a
 // batch goes on past each of them.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/files.hpp"
 #include "../support/process.hpp"
@@ -17,6 +23,203 @@ namespace {
 using test::run_kforge;
 
 const std::string kCorpus = std::string(KFORGE_SOURCE_DIR) + "/tests/corpus/hgemm";
+
+using test::count_lines;
+
+const std::string kFakeWorker = std::string(KFORGE_SOURCE_DIR) + "/tests/support/fake_torch_worker";
+
+// A KernelBench-format task file; its contents matter only to a real worker.
+std::string write_task(const std::string& dir, const std::string& name = "t.py") {
+  std::ofstream(dir + "/" + name) << "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                                     "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(8, 8)]\n"
+                                     "def get_init_inputs():\n    return []\n";
+  return dir + "/" + name;
+}
+
+// Files and folders in `dir` (the test's own inputs included), to see that a failed command added none.
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) names.push_back(e.path().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The state letter of /proc/PID/stat ('Z' zombie), or 0 when the process is gone.
+char proc_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = all.rfind(')');
+  return close == std::string::npos || close + 2 >= all.size() ? 0 : all[close + 2];
+}
+
+// The children of `parent` whose command line contains `needle`.
+std::vector<pid_t> children_with(pid_t parent, const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream st(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream cl(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(cl)), std::istreambuf_iterator<char>());
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(needle) != std::string::npos) out.push_back(pid_t(std::stoi(name)));
+  }
+  return out;
+}
+
+// Issue 14 item 13: kill -9 of kforge during `kforge eval --task` takes its Python worker with it
+// (it used to run on for 15-25 s at full CPU, skewing the next measurement).
+TEST(EvalCli, PythonWorkerDiesWithKforge) {
+  const std::string dir = test::temp_dir();
+  const std::string task = write_task(dir);
+  const std::string cand = dir + "/hang_running.py";  // the stand-in worker never answers for it
+  std::ofstream(cand) << "class ModelNew: pass\n";
+  const pid_t kf = ::fork();
+  ASSERT_GE(kf, 0);
+  if (kf == 0) {
+    ::setenv("KFORGE_PYTHON_DIR", kFakeWorker.c_str(), 1);
+    ::freopen("/dev/null", "w", stdout);
+    ::freopen("/dev/null", "w", stderr);
+    ::execl(KFORGE_BINARY, "kforge", "eval", "--device", "cpu", "--run-timeout", "600", "--compile-timeout", "600",
+            "--task", task.c_str(), cand.c_str(), (char*)nullptr);
+    ::_exit(127);
+  }
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 200 && workers.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    workers = children_with(kf, "kforge_worker serve");
+  }
+  ASSERT_EQ(workers.size(), 1u) << "the worker did not start";
+  const pid_t worker = workers[0];
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well into the judgement
+  ASSERT_NE(proc_state(worker), 0);
+  ::kill(kf, SIGKILL);
+  int status = 0;
+  ::waitpid(kf, &status, 0);
+  bool gone = false;
+  for (int i = 0; i < 20 && !gone; ++i) {
+    const char st = proc_state(worker);
+    gone = st == 0 || st == 'Z' || st == 'X';
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!gone) ::kill(worker, SIGKILL);  // leave nothing behind either way
+  EXPECT_TRUE(gone) << "the Python worker " << worker << " outlived kforge by more than a second";
+}
+
+// Issue 14 items 14-17, 20, 21 (eval): every bad option is exit 2, one line naming the problem,
+// before anything is started or written; the good command beside each one works.
+TEST(EvalCli, TorchOptionsCheckedBeforeAnything) {
+  const std::string dir = test::temp_dir();
+  const std::string task = write_task(dir);
+  const std::string cand = dir + "/accept.py";
+  std::ofstream(cand) << "class ModelNew: pass\n";
+  std::ofstream(dir + "/notes.txt") << "not a task\n";
+  std::filesystem::create_directory(dir + "/folder");
+  std::filesystem::create_directory(dir + "/folder.json");
+  const std::string good = "eval --device cpu --task " + task + " " + cand;
+  {
+    // The command every case spoils is good: the stand-in worker accepts it and the outputs appear.
+    const std::string out = test::temp_dir();
+    const std::string cmd = "KFORGE_PYTHON_DIR=" + kFakeWorker + " " + std::string(KFORGE_BINARY) + " " + good +
+                            " --out " + out + "/v.json --metrics " + out + "/m.csv >/dev/null 2>" + out + "/err";
+    const int status = std::system(cmd.c_str());
+    ASSERT_EQ(WEXITSTATUS(status), 0) << test::slurp(out + "/err");
+    EXPECT_TRUE(std::filesystem::exists(out + "/v.json"));
+    EXPECT_TRUE(std::filesystem::exists(out + "/m.csv"));
+  }
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"eval --device cpu --task " + dir + "/missing.py " + cand, "no such file"},
+      {"eval --device cpu --task " + dir + "/folder " + cand, "is a folder"},
+      {"eval --device cpu --task " + dir + "/notes.txt " + cand, "not a Python file"},
+      {"eval --device cpu --task /dev/null " + cand, "not a regular file"},
+      {good + " " + dir + "/folder", "is a folder"},
+      {good + " /dev/null", "not a regular file"},
+      {good + " --baselines compile", "--device cpu times only the eager baseline"},
+      {good + " --baselines eager,graph", "--device cpu times only the eager baseline"},
+      {good + " --compile-timeout 1e16", "--compile-timeout"},
+      {good + " --run-timeout 1e12", "--run-timeout"},
+      {good + " --import-timeout inf", "--import-timeout"},
+      {good + " --run-timeout 0", "--run-timeout"},
+      {good + " --run-timeout -5", "--run-timeout"},
+      {good + " --compile-timeout nan", "--compile-timeout"},
+      {good + " --atol -1", "--atol"},
+      {good + " --atol nan", "--atol"},
+      {good + " --rtol -0.5", "--rtol"},
+      {good + " --build-jobs -1", "--build-jobs"},
+      {good + " --samples 0", "--samples"},
+      {good + " --trials 0", "--trials"},
+      {good + " --device gpu", "--device"},
+      {good + " --python /nonexistent/python", "--python"},
+      {good + " --out /proc/kforge-x.json", "/proc"},
+      {good + " --metrics /proc/kforge-x.csv", "/proc"},
+      {good + " --out " + dir + "/folder.json", "is a folder"},
+      {good + " --solutions " + dir, "--solutions goes with --tasks"},
+      {"eval --device cpu --tasks " + dir + "/nothing-here", "no such folder"},
+  };
+  for (const Case& c : cases) {
+    const std::vector<std::string> before = listing(dir);
+    auto r = run_kforge(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << c.args;
+    EXPECT_EQ(listing(dir), before) << c.args;
+  }
+}
+
+// KFORGE_PYTHON naming no interpreter is a usage error too, not one no_torch verdict per candidate.
+TEST(EvalCli, KforgePythonNotFoundIsAUsageError) {
+  const std::string dir = test::temp_dir();
+  const std::string task = write_task(dir);
+  std::ofstream(dir + "/accept.py") << "class ModelNew: pass\n";
+  const std::string cmd = "KFORGE_PYTHON=/nonexistent/python3 " + std::string(KFORGE_BINARY) + " eval --device cpu --task " +
+                          task + " " + dir + "/accept.py >" + dir + "/o 2>" + dir + "/e";
+  const int status = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string err = test::slurp(dir + "/e");
+  EXPECT_EQ(count_lines(err), 1) << err;
+  EXPECT_NE(err.find("KFORGE_PYTHON=/nonexistent/python3"), std::string::npos) << err;
+}
+
+// eval hgemm: time-outs out of range, a bad --arch and a folder or device as candidate are usage
+// errors before anything is compiled; a missing candidate stays a verdict (the batch goes on).
+TEST(EvalCli, HgemmOptionsCheckedBeforeAnything) {
+  const std::string dir = test::temp_dir();
+  std::filesystem::create_directory(dir + "/folder");
+  const std::string good = "eval hgemm --shape 64x64x64 --arch sm_90a " + kCorpus + "/hacked/cublas_call.cu";
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {good + " --compile-timeout 1e16", "--compile-timeout"}, {good + " --compile-timeout inf", "--compile-timeout"},
+      {good + " --run-timeout 1e12", "--run-timeout"},         {good + " --run-timeout 0", "--run-timeout"},
+      {good + " --run-timeout -1", "--run-timeout"},           {good + " --run-timeout nan", "--run-timeout"},
+      {good + " " + dir + "/folder", "is a folder"},           {good + " /dev/null", "not a regular file"},
+      {good + " --arch bogus", "--arch"},                      {good + " --out /proc/kforge-x.json", "/proc"},
+      {good + " --samples 1 --samples 2", "--samples given twice"},
+  };
+  for (const Case& c : cases) {
+    const std::vector<std::string> before = listing(dir);
+    auto r = run_kforge(c.args + (c.args.find("--out") == std::string::npos ? " --out " + dir + "/v.json" : ""));
+    EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(listing(dir), before) << c.args;
+  }
+  auto fine = run_kforge(good + " --compile-timeout 604800 --run-timeout 0.5 --out " + dir + "/v.json");
+  EXPECT_EQ(fine.rc, 3) << fine.err;  // the scan rejects it: judged, not refused
+}
 
 TEST(EvalCli, EarlyRejectionsCarryTheirReasonsAndTheBatchGoesOn) {
   const std::string dir = test::temp_dir();
@@ -59,14 +262,16 @@ TEST(EvalCli, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(badreward.rc, 2);
   auto badout = run_kforge("eval hgemm --shape 64x64x64 --out /nonexistent/v.json x.cu");
   EXPECT_EQ(badout.rc, 2);
+  const std::string task = write_task(test::temp_dir());
   for (const char* devices : {"x", "0,0", "-2"}) {
     auto bad = run_kforge(std::string("eval hgemm --shape 64x64x64 --devices ") + devices + " x.cu");
     EXPECT_EQ(bad.rc, 2) << devices;
     EXPECT_NE(bad.err.find("--devices"), std::string::npos) << bad.err;
-    auto bad_torch = run_kforge(std::string("eval --task t.py --devices ") + devices + " c.py");
+    auto bad_torch = run_kforge("eval --task " + task + " --devices " + devices + " c.py");
     EXPECT_EQ(bad_torch.rc, 2) << devices;
+    EXPECT_NE(bad_torch.err.find("--devices"), std::string::npos) << bad_torch.err;
   }
-  auto cpu_devices = run_kforge("eval --task t.py --device cpu --devices 0 c.py");
+  auto cpu_devices = run_kforge("eval --task " + task + " --device cpu --devices 0 c.py");
   EXPECT_EQ(cpu_devices.rc, 2);
   EXPECT_NE(cpu_devices.err.find("leave --device at cuda"), std::string::npos) << cpu_devices.err;
 }
