@@ -300,14 +300,18 @@ struct LlmClient::Impl {
     const double jitter = std::uniform_real_distribution<double>(0.5, 1.0)(rng);
     return std::min(kMaxRetryWaitS, opts.backoff_s * std::ldexp(1.0, std::min(attempt, 30)) * jitter);
   }
-  // Reports the retry (LlmOptions::on_retry), then waits.
-  void wait_before_retry(size_t e, int attempt, const std::string& why, double wait_s, bool from_header) {
+  // Reports the retry (LlmOptions::on_retry), then waits; false when asked to stop meanwhile (no retry then).
+  bool wait_before_retry(size_t e, int attempt, const std::string& why, double wait_s, bool from_header) {
     if (opts.on_retry)
       opts.on_retry(scrub(strf("LLM endpoint %s %s: retry %d of %d in %.1f s%s", urls[e].c_str(), why.c_str(),
                                attempt + 1, opts.max_retries, wait_s, from_header ? " (its Retry-After)" : ""),
                           e));
-    std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+    while (Clock::now() < until && !stopping())
+      std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(50)));
+    return !stopping();
   }
+  bool stopping() const { return opts.stop && opts.stop->load(); }
 
   std::string scrub(const std::string& text, size_t e) const { return redact(text, keys[e]); }
   HttpResult post(size_t e, const std::string& body);
@@ -478,14 +482,12 @@ ChatResponse LlmClient::Impl::call_endpoint(size_t e, const ChatRequest& req) {
       SlotGuard slot(slots);  // held only while the exchange is in flight
       r = post(e, body);
     }
-    const bool last = attempt >= opts.max_retries;
+    const bool last = attempt >= opts.max_retries || stopping();  // no retry once asked to stop
 
     if (r.curl_code != CURLE_OK) {
       // Transport failure: retry, then report what kind of failure it was.
-      if (!last) {
-        wait_before_retry(e, attempt, "failed (" + r.curl_error + ")", backoff_wait(attempt), false);
+      if (!last && wait_before_retry(e, attempt, "failed (" + r.curl_error + ")", backoff_wait(attempt), false))
         continue;
-      }
       const std::string tries = strf("after %d attempt%s", attempt + 1, attempt == 0 ? "" : "s");
       if (r.curl_code == CURLE_OPERATION_TIMEDOUT)
         throw LlmError(LlmError::Kind::kTimeout,
@@ -524,8 +526,7 @@ ChatResponse LlmClient::Impl::call_endpoint(size_t e, const ChatRequest& req) {
     if (retryable && !last) {
       const bool from_header = r.retry_after_s >= 0;
       const double wait = from_header ? std::min(kMaxRetryWaitS, r.retry_after_s) : backoff_wait(attempt);
-      wait_before_retry(e, attempt, strf("answered HTTP %ld", r.status), wait, from_header);
-      continue;
+      if (wait_before_retry(e, attempt, strf("answered HTTP %ld", r.status), wait, from_header)) continue;
     }
     throw LlmError(LlmError::Kind::kHttp,
                    scrub(strf("LLM endpoint %s answered HTTP %ld%s: %s", url.c_str(), r.status,

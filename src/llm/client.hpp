@@ -71,6 +71,9 @@ struct LlmOptions {
   // Called (from the calling thread) before each retry's wait, with one line such as
   // "LLM endpoint URL answered HTTP 500: retry 1 of 4 in 1.3 s". Null: silent.
   std::function<void(const std::string&)> on_retry;
+  // When set and true (a Ctrl-C), a failed attempt is not retried and a wait before a retry ends
+  // early: the call in flight finishes, nothing more is sent for it. Null: never.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 inline constexpr double kMaxRetryWaitS = 60;  // cap on any wait between retries, Retry-After included

@@ -509,6 +509,7 @@ class Loop {
       LlmOptions lo = o_.llm;
       lo.spent_usd = db_->total_cost_usd(run_id_);  // the cap is the run's, across resumes
       lo.on_retry = [](const std::string& line) { std::fprintf(stderr, "kforge optimize: %s\n", line.c_str()); };
+      lo.stop = &stop_;  // after a Ctrl-C the call in flight is not retried
       llm_ = std::make_unique<LlmClient>(lo);
     }
     if (!o_.reviewer_model.empty()) {

@@ -3,6 +3,7 @@
 // concurrency limit, the budget, and record/replay cassettes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -716,6 +717,27 @@ TEST(LlmClient, ReplayNeedsNoEndpointButACassetteWithExchanges) {
     EXPECT_THROW(check_replay_cassette(bad), Error) << bad;
   }
   EXPECT_NO_THROW(check_replay_cassette(cassette));
+}
+
+// Item 8 (client side): after a Ctrl-C the call in flight is not retried and a backoff ends early.
+TEST(LlmClient, AStopRequestEndsRetries) {
+  ScriptedLlmServer server(ScriptStep{500, R"({"error":"down"})", 0, {}});
+  LlmOptions o = options_for(server.url());
+  o.max_retries = 5;
+  o.backoff_s = 4;  // the first wait alone would be 2 to 4 s
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  LlmClient client(o);
+  std::thread ctrl_c([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  LlmError e = expect_llm_error([&] { client.chat(request("x")); });
+  ctrl_c.join();
+  EXPECT_LT(seconds_since(t0), 1.5);
+  EXPECT_EQ(e.kind(), Kind::kHttp);
+  EXPECT_EQ(server.request_count(), 1u);
 }
 
 // Item 1 (client side): the amount a resumed run had spent counts against its cap.
