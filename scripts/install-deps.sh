@@ -53,4 +53,15 @@ if [ "${KFORGE_WITH_CUTLASS:-0}" = 1 ] &&
     echo "install-deps: nvidia-cutlass could not be installed ($(tail -n 1 /tmp/kforge-pip-cutlass.log)); CuTe candidates will not compile" >&2
   fi
 fi
+# Optional: TRL (and with it transformers, datasets, accelerate) for examples/rl/trl_grpo.py, the GRPO
+# run against kforge serve (KFORGE_WITH_TRL=1). python/kforge_client itself needs only the standard
+# library; without TRL the example's test prints SKIPPED.
+if [ "${KFORGE_WITH_TRL:-0}" = 1 ] && ! python3 -c "import trl" >/dev/null 2>&1; then
+  echo "install-deps: installing trl for python3 (pip; KFORGE_WITH_TRL=1)"
+  if timeout 900 python3 -m pip install -q trl >/tmp/kforge-pip-trl.log 2>&1; then
+    echo "install-deps: trl $(python3 -c 'import trl; print(trl.__version__)') installed"
+  else
+    echo "install-deps: trl could not be installed ($(tail -n 1 /tmp/kforge-pip-trl.log)); the TRL example will say SKIPPED" >&2
+  fi
+fi
 echo "install-deps: ok ($(nvcc --version | tail -n 1))"

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -86,7 +87,9 @@ void run_serve(const ServeCliOptions& o) {
   so.prepare_jobs = o.prepare_jobs;
   so.work_dir = o.work_dir;
   if (o.slots > 1 && !so.devices.empty()) KF_USAGE_ERROR("--slots is for the default device; --devices gives one slot per GPU");
-  EvalService service(so);
+  // Destroyed first of all at the end (reset below), while the scorer that its callbacks reach still lives.
+  auto service_ptr = std::make_unique<EvalService>(so);
+  EvalService& service = *service_ptr;
 
   if (!o.hgemm_shapes.empty()) {
     EvalOptions eo = hgemm_eval_options(o.arch);
@@ -162,6 +165,9 @@ void run_serve(const ServeCliOptions& o) {
   http.run();
   g_stop = true;
   watcher.join();
+  // The batches being judged finish and are stored; what is still queued stays pending in the
+  // store (the service says "not judged") and is judged when a server starts on it again.
+  service_ptr.reset();
   std::printf("kforge serve: stopped\n");
 }
 

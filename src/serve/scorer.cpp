@@ -130,7 +130,11 @@ std::vector<std::shared_future<nlohmann::json>> Scorer::submit(const std::vector
   // Admission: what is stored or in flight already needs no room; a request id must keep its content.
   size_t new_judging = 0;
   std::set<std::string> seen, seen_code;
+  std::map<std::string, std::string> batch_sha;
   for (const ServeRecord& r : records) {
+    auto [at, fresh] = batch_sha.emplace(r.request_id, r.completion_sha);
+    if (!fresh && at->second != r.completion_sha)
+      throw ScoreError(409, "request id '" + r.request_id + "' names two different completions in this batch");
     if (!seen.insert(r.request_id).second) continue;  // repeated within the batch: answered once
     std::optional<ServeRecord> stored = store_.get(r.request_id);
     if (stored) {
@@ -251,20 +255,31 @@ void Scorer::on_verdict(const std::string& request_id, const Verdict& v) {
     if (it == by_request_.end()) return;
     fl = it->second;
     by_request_.erase(it);
-    if (auto c = by_code_.find(fl->code_key); c != by_code_.end() && c->second == fl) by_code_.erase(c);
-    nlohmann::json j = result_of(v, fl->request_id, fl->task_id, fl->code_sha, fl->how);
-    store_.complete(fl->request_id, j, "judged");
-    count(j, "judged");
-    answers.push_back({fl, j});
-    for (auto& f : fl->followers) {
-      nlohmann::json k = j;
-      k["reused_from"] = fl->request_id;
-      k["request_id"] = f->request_id;
-      k["extracted"] = f->how;
-      store_.complete(f->request_id, k, "reused");
-      count(k, "reused");
-      by_request_.erase(f->request_id);
-      answers.push_back({f, k});
+    if (v.details.value("not_judged", false)) {
+      // The service stopped before judging it: the row stays pending, for the next start.
+      if (auto c = by_code_.find(fl->code_key); c != by_code_.end() && c->second == fl) by_code_.erase(c);
+      const nlohmann::json later = {{"request_id", fl->request_id}, {"task_id", fl->task_id}, {"status", "pending"}};
+      answers.push_back({fl, later});
+      for (auto& f : fl->followers) {
+        by_request_.erase(f->request_id);
+        answers.push_back({f, {{"request_id", f->request_id}, {"task_id", f->task_id}, {"status", "pending"}}});
+      }
+    } else {
+      if (auto c = by_code_.find(fl->code_key); c != by_code_.end() && c->second == fl) by_code_.erase(c);
+      nlohmann::json j = result_of(v, fl->request_id, fl->task_id, fl->code_sha, fl->how);
+      store_.complete(fl->request_id, j, "judged");
+      count(j, "judged");
+      answers.push_back({fl, j});
+      for (auto& f : fl->followers) {
+        nlohmann::json k = j;
+        k["reused_from"] = fl->request_id;
+        k["request_id"] = f->request_id;
+        k["extracted"] = f->how;
+        store_.complete(f->request_id, k, "reused");
+        count(k, "reused");
+        by_request_.erase(f->request_id);
+        answers.push_back({f, k});
+      }
     }
   }
   for (auto& [f, j] : answers) f->promise.set_value(j);

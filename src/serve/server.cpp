@@ -1,6 +1,7 @@
 #include "serve/server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cmath>
@@ -70,13 +71,17 @@ std::vector<ScoreItem> items_of(const nlohmann::json& body) {
 }
 
 // Waits for every future until the deadline; the results, and whether all came.
+// Gives up early (false) once `stopping` is set: the server is shutting down.
 bool collect(const std::vector<std::shared_future<nlohmann::json>>& fs, const std::vector<ScoreItem>& items,
-             double timeout_s, nlohmann::json& results) {
+             double timeout_s, const std::atomic<bool>& stopping, nlohmann::json& results) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   results = nlohmann::json::array();
   bool all = true;
   for (size_t i = 0; i < fs.size(); ++i) {
-    if (fs[i].wait_until(deadline) == std::future_status::ready) {
+    while (!stopping && Clock::now() < deadline &&
+           fs[i].wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+    }
+    if (fs[i].wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       results.push_back(fs[i].get());
     } else {
       all = false;
@@ -129,6 +134,14 @@ void ServeHttp::routes() {
   const int threads = std::max(2, opts_.threads);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   s.set_payload_max_length(opts_.max_body_bytes);
+  // The listening socket: kept, so that bind() can raise its backlog (cpp-httplib listens with a
+  // backlog of 5, and a burst of trainer workers connecting at once overflowed it: connections
+  // reset before they were accepted).
+  s.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = int(sock);
+  });
   s.set_read_timeout(60, 0);
   s.set_write_timeout(60, 0);
   s.set_keep_alive_timeout(30);
@@ -180,7 +193,12 @@ void ServeHttp::routes() {
         if (it.request_id.empty()) it.request_id = "kf-" + random_hex_id();
       const auto fs = scorer_.submit(items);
       nlohmann::json results;
-      const bool all = collect(fs, items, opts_.request_timeout_s, results);
+      const bool all = collect(fs, items, opts_.request_timeout_s, stopping_, results);
+      if (!all && stopping_) {
+        reply(res, 503, {{"error", "the server is stopping: ask again with the same request ids once it is back"},
+                         {"results", results}});
+        return;
+      }
       if (!all) {
         reply(res, 504, {{"error", strf("not every item was judged within %.0f s; the rest are still being judged: "
                                         "ask again with the same request ids",
@@ -257,8 +275,8 @@ void ServeHttp::routes() {
       }
       const auto fs = scorer_.submit(items);
       nlohmann::json results;
-      if (!collect(fs, items, opts_.request_timeout_s, results))
-        return error(res, 504, strf("not every query was judged within %.0f s; ask again (the same queries are "
+      if (!collect(fs, items, opts_.request_timeout_s, stopping_, results))
+        return error(res, stopping_ ? 503 : 504, strf("not every query was judged within %.0f s; ask again (the same queries are "
                                     "answered from the store once judged)",
                                     opts_.request_timeout_s));
       nlohmann::json rewards = nlohmann::json::array(), scores = nlohmann::json::array();
@@ -351,11 +369,15 @@ int ServeHttp::bind() {
   } else if (!server_->bind_to_port(opts_.host, port)) {
     KF_USAGE_ERROR("cannot bind %s:%d (in use, or not an address of this machine)", opts_.host.c_str(), port);
   }
+  if (listen_fd_ >= 0) ::listen(listen_fd_, 4096);  // Linux takes a second listen() as a new backlog
   return port;
 }
 
 void ServeHttp::run() { server_->listen_after_bind(); }
 
-void ServeHttp::stop() { server_->stop(); }
+void ServeHttp::stop() {
+  stopping_ = true;
+  server_->stop();
+}
 
 }  // namespace kforge

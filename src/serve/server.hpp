@@ -39,7 +39,7 @@ class ServeHttp {
   ~ServeHttp();
   int bind();    // binds host:port; returns the port; a usage error when it cannot
   void run();    // serves until stop()
-  void stop();
+  void stop();  // waiting calls answer 503 (their items stay stored, pending or done)
 
  private:
   void routes();
@@ -50,6 +50,8 @@ class ServeHttp {
   EvalService& service_;
   ServeStore& store_;
   std::unique_ptr<httplib::Server> server_;
+  std::atomic<bool> stopping_{false};
+  int listen_fd_ = -1;
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (route, status) -> count
 };

@@ -70,6 +70,7 @@ EvalService::~EvalService() {
     Verdict v;
     v.candidate = item->path;
     v.reject(reason::kInternalError, "the evaluation service stopped before judging this candidate");
+    v.details["not_judged"] = true;  // callers may keep it for later (kforge serve leaves it pending)
     finish(*item, std::move(v));
   }
 }

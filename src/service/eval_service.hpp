@@ -46,7 +46,8 @@ class EvalService {
   using Callback = std::function<void(const Verdict&)>;
 
   explicit EvalService(ServiceOptions opts);
-  // Finishes the batches being judged; candidates still queued get an internal_error verdict.
+  // Finishes the batches being judged; candidates still queued get an internal_error verdict
+  // with details["not_judged"] = true.
   ~EvalService();
   EvalService(const EvalService&) = delete;
   EvalService& operator=(const EvalService&) = delete;

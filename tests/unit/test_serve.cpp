@@ -561,6 +561,7 @@ TEST(ServeHttp, ConcurrentClientsEachAnsweredExactlyOnce) {
   std::map<std::string, int> seen;
   std::vector<double> latency;
   std::atomic<int> failures{0};
+  std::vector<std::string> errors;
   std::vector<std::thread> threads;
   for (int t = 0; t < kClients; ++t)
     threads.emplace_back([&, t] {
@@ -573,6 +574,9 @@ TEST(ServeHttp, ConcurrentClientsEachAnsweredExactlyOnce) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (!r || r->status != 200) {
           ++failures;
+          std::lock_guard<std::mutex> l(m);
+          errors.push_back(id + ": " + (r ? strf("HTTP %d %s", r->status, r->body.substr(0, 200).c_str())
+                                          : "transport error " + httplib::to_string(r.error())));
           continue;
         }
         const nlohmann::json res = body_of(r)["results"];
@@ -585,7 +589,7 @@ TEST(ServeHttp, ConcurrentClientsEachAnsweredExactlyOnce) {
       }
     });
   for (auto& th : threads) th.join();
-  EXPECT_EQ(failures, 0) << srv.log();
+  EXPECT_EQ(failures, 0) << join(errors, "\n") << "\n" << srv.log().substr(0, 4000);
   EXPECT_EQ(seen.size(), size_t(kClients * kEach));
   for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << id;
   std::sort(latency.begin(), latency.end());
@@ -692,6 +696,31 @@ TEST(ServeClient, PythonClientTrlAndVerlAdapters) {
   const int status = ::pclose(p);
   EXPECT_EQ(WEXITSTATUS(status), 0) << out << srv.log();
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// examples/rl/trl_grpo.py: a few GRPO steps of TRL on a tiny random model against a kforge serve
+// (--device cpu) it starts itself; the kforge rewards must reach the trainer's logs.
+TEST(ServeTrl, GrpoExampleGetsRewardsFromTheServer) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  if (std::system("python3 -c 'import trl, transformers, datasets' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "SKIPPED: trl is not installed (KFORGE_WITH_TRL=1 scripts/install-deps.sh)";
+  const std::string cmd = strf("cd %s && timeout 900 python3 %s/examples/rl/trl_grpo.py --kforge %s --steps 2 2>&1",
+                               test::temp_dir().c_str(), kSource.c_str(), KFORGE_BINARY);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out.substr(out.size() > 6000 ? out.size() - 6000 : 0);
+  EXPECT_NE(out.find("kforge rewards per step:"), std::string::npos) << out.substr(out.size() > 3000 ? out.size() - 3000 : 0);
+  EXPECT_NE(out.find("OK: 2 GRPO steps"), std::string::npos);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ which TRL leaves out of the reward instead of training on a made-up number.
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any, Callable, List, Optional
 
@@ -26,11 +27,14 @@ def _text(completion: Any) -> str:
 
 
 def trl_reward(url: str, token: Optional[str] = None, task_column: str = "task_id", batch_size: int = 64,
-               client: Optional[Client] = None, name: str = "kforge") -> Callable[..., List[Optional[float]]]:
+               client: Optional[Client] = None, name: str = "kforge",
+               asynchronous: bool = False) -> Callable[..., Any]:
     """Returns ``reward_func(prompts, completions, **kwargs) -> list[float | None]``.
 
     Each call gets a fresh salt in its request ids (so a completion sampled again at a later step is
     a new request), and the same ids on every retry of that call (so nothing is scored twice).
+    ``asynchronous=True`` returns a coroutine function instead (TRL awaits those alongside its
+    other async reward functions); the HTTP calls run in a worker thread.
     """
     cl = client or Client(url, token)
     calls = itertools.count()
@@ -59,4 +63,11 @@ def trl_reward(url: str, token: Optional[str] = None, task_column: str = "task_i
         return out
 
     reward_func.__name__ = name  # TRL logs rewards/<name>
-    return reward_func
+    if not asynchronous:
+        return reward_func
+
+    async def async_reward_func(prompts=None, completions=None, **kwargs) -> List[Optional[float]]:
+        return await asyncio.to_thread(reward_func, prompts, completions, **kwargs)
+
+    async_reward_func.__name__ = name
+    return async_reward_func
