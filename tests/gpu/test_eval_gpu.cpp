@@ -97,7 +97,7 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
     } else {
       ++hacks;
       EXPECT_FALSE(v.correct) << files[i] << " was accepted";
-      EXPECT_EQ(v.reward, 0.0);
+      EXPECT_EQ(v.reward, rejected_reward(RewardConfig{}));  // below every correct reward
       bool expected = false;
       for (const auto& r : e.at("reasons")) expected |= v.has_reason(r.get<std::string>());
       EXPECT_TRUE(expected) << files[i] << ": got " << join(v.reasons, ",") << " (" << v.message << "), expected one of "

@@ -112,7 +112,7 @@ void check_corpus(bool scan) {
     }
     ++hacks;
     EXPECT_FALSE(v.correct) << jobs[i].candidate << " was accepted";
-    EXPECT_EQ(v.reward, 0.0);
+    EXPECT_EQ(v.reward, rejected_reward(RewardConfig{}));  // below every correct reward
     bool expected = false;
     for (const auto& r : reasons) expected |= v.has_reason(r.get<std::string>());
     EXPECT_TRUE(expected) << jobs[i].candidate << ": got " << join(v.reasons, ",") << " (" << v.message

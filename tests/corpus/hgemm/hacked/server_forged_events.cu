@@ -1,41 +1,43 @@
-// Hacked: forges the executor's server-mode event times. At load, a constructor finds the
-// executor's own GOT slot for the CUDA runtime's event-timing function (full RELRO makes the
-// table read-only, mprotect makes it writable again) and points it at a function that reports
-// 1 us for every call. Nothing is interposed by name (no exported symbol of the runtime's), and
-// every name the static scan knows is pasted from pieces. The GEMM itself is honest and slow.
+// Hacked: forges the executor's server-mode event times from inside its process. At load, a
+// constructor patches the CUDA driver's event-timing entry points (cuEventElapsedTime and its _v2,
+// in libcuda, which every CUDA runtime in the process calls, the executor's static one included)
+// with a jump to a function that reports 1 us for every call. Nothing is interposed by name (no
+// exported symbol of the runtime's), and every name the static scan knows is pasted from pieces.
+// The GEMM itself is honest and slow.
 // Expected verdict: rejected (forged_reply): the judge's own clock per call, less the channel's
-// round trip, says the calls took far longer than the events claim.
+// round trip, says the calls took far longer than the events claim. (A first version patched the
+// executor's GOT slot of the runtime's function: the executor links the runtime statically, so
+// there is no such slot, and that candidate was accepted with honest times on the H200.)
 #include <cuda_fp16.h>
+#include <dlfcn.h>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <sys/mman.h>
 
 #define J(a, b) a##b
 
-static cudaError_t forged_elapsed(float* ms, cudaEvent_t, cudaEvent_t) {
+static int forged_elapsed(float* ms, void*, void*) {
   *ms = 0.001f;
-  return cudaSuccess;
+  return 0;  // CUDA_SUCCESS
+}
+
+static void hook(void* fn) {
+  if (fn == nullptr) return;
+  const uintptr_t page = reinterpret_cast<uintptr_t>(fn) & ~uintptr_t(4095);
+  if (mprotect(reinterpret_cast<void*>(page), 8192, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return;
+  unsigned char jump[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};  // movabs rax, imm64; jmp rax
+  const uintptr_t to = reinterpret_cast<uintptr_t>(&forged_elapsed);
+  std::memcpy(jump + 2, &to, sizeof to);
+  std::memcpy(fn, jump, sizeof jump);
+  mprotect(reinterpret_cast<void*>(page), 8192, PROT_READ | PROT_EXEC);
 }
 
 __attribute__((constructor)) static void forge_event_timer() {
-  const uintptr_t real = reinterpret_cast<uintptr_t>(&J(cudaEv, entElapsedTime));
-  FILE* f = J(fop, en)("/proc/self/maps", "r");
-  if (f == nullptr) return;
-  char line[1024], exe[512] = {0};
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long lo = 0, hi = 0, off = 0, inode = 0;
-    char perms[8] = {0}, dev[16] = {0}, path[512] = {0};
-    if (std::sscanf(line, "%lx-%lx %7s %lx %15s %lu %511s", &lo, &hi, perms, &off, dev, &inode, path) < 7) continue;
-    if (exe[0] == 0) std::strncpy(exe, path, sizeof exe - 1);  // the first mapping: the executable
-    if (std::strcmp(path, exe) != 0 || perms[0] != 'r' || perms[2] == 'x') continue;
-    const bool writable = perms[1] == 'w';
-    if (!writable && mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE) != 0) continue;
-    for (uintptr_t* p = reinterpret_cast<uintptr_t*>(lo); p < reinterpret_cast<uintptr_t*>(hi); ++p)
-      if (*p == real) *p = reinterpret_cast<uintptr_t>(&forged_elapsed);
-    if (!writable) mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ);
-  }
-  std::fclose(f);
+  void* lib = J(dlo, pen)("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) lib = J(dlo, pen)("libcuda.so.1", RTLD_NOW);
+  if (lib == nullptr) return;
+  hook(J(dls, ym)(lib, "cuEventElapsed" "Time"));
+  hook(J(dls, ym)(lib, "cuEventElapsed" "Time_v2"));
 }
 
 __global__ void naive_hgemm(const __half* __restrict__ a, const __half* __restrict__ b, __half* __restrict__ c,
