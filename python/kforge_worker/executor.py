@@ -33,6 +33,16 @@ def _last_line(e):
     return (lines[0] if lines else type(e).__name__)[:400]
 
 
+def _declares_cuda(path):
+    """Whether the candidate's source builds CUDA code (load_inline's cuda_sources, a __global__ kernel)."""
+    try:
+        with open(path, "rb") as f:
+            src = f.read()
+    except OSError:
+        return False
+    return b"cuda_sources" in src or b"__global__" in src
+
+
 def _load_module(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -320,6 +330,12 @@ class Executor:
             if "Error building extension" in text or "ninja" in text.lower() or type(e).__name__ == "CalledProcessError":
                 raise Reply("compile_error", "building the candidate's extension failed: %s" % _last_line(e))
             code, why = self.classify(e, "importing the candidate")
+            if not self.cuda and _declares_cuda(req["candidate"]):
+                # torch's extension builder fails on a machine without CUDA in ways that name no
+                # cause (an IndexError from its architecture list): say what is wrong.
+                raise Reply("load_error", "a CUDA candidate needs a GPU: it builds CUDA code (cuda_sources or a "
+                            "__global__ kernel) and this evaluation runs on the CPU (--device cpu); judge it with "
+                            "--device cuda on a GPU machine (%s)" % why)
             raise Reply("load_error" if code == "candidate_error" else code, why)
         if not hasattr(self.cand, "ModelNew"):
             raise Reply("missing_entry_point", "the candidate defines no ModelNew")

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/files.hpp"
 #include "gpu/device.hpp"
@@ -121,6 +123,7 @@ TEST(Cli, HgemmAndTasksOptionsCheckedBeforeAnything) {
   std::ofstream(dir + "/kb/level1/1_Relu.py") << "class Model: pass\n";
   std::filesystem::create_directory(dir + "/folder");
   std::ofstream(dir + "/afile") << "x\n";
+  std::filesystem::create_symlink("/dev/null", dir + "/null.csv");  // renaming over it would replace /dev/null
   struct Case {
     std::string args, message;
   };
@@ -128,7 +131,7 @@ TEST(Cli, HgemmAndTasksOptionsCheckedBeforeAnything) {
       {"hgemm bench --shapes 64x64x64 --out /proc/kforge-x.csv", "no file can be created in folder '/proc'"},
       {"hgemm bench --shapes 64x64x64 --db /proc/kforge.db", "'/proc'"},
       {"hgemm bench --shapes 64x64x64 --variants-out /proc/v.csv", "'/proc'"},
-      {"hgemm bench --shapes 64x64x64 --out /dev/null", "not a regular file"},
+      {"hgemm bench --shapes 64x64x64 --out " + dir + "/null.csv", "not a regular file"},
       {"hgemm bench --shapes missing.txt", "--shapes missing.txt: no such file"},
       {"hgemm bench --shapes " + dir + "/folder", "is a folder"},
       {"hgemm bench --shapes 64x64x64 --table missing.json --ours", "--table missing.json: no such file"},
@@ -183,6 +186,22 @@ TEST(Cli, HgemmAndTasksOptionsCheckedBeforeAnything) {
   EXPECT_EQ(exp.rc, 0) << exp.err;
   EXPECT_EQ(run_kforge("tasks import --kernelbench " + dir + "/kb --out " + dir + "/s.json").rc, 0);
   EXPECT_EQ(run_kforge("tasks list " + dir + "/s.json").rc, 0);
+}
+
+// Item 22 (tasks): a task file whose name and contents are latin-1 is listed and written as valid
+// JSON (the name's byte as U+FFFD), and the listing reads back.
+TEST(Cli, TasksImportLatin1) {
+  const std::string dir = test::temp_dir();
+  std::filesystem::create_directories(dir + "/kb/level1");
+  std::ofstream(dir + "/kb/level1/1_Caf\xe9.py", std::ios::binary) << "# -*- coding: latin-1 -*-\n# caf\xe9\nclass Model: pass\n";
+  auto r = run_kforge("tasks import --kernelbench " + dir + "/kb --json --out " + dir + "/s.json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["count"], 1) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir + "/s.json")), j);
+  auto list = run_kforge("tasks list " + dir + "/kb --json");
+  EXPECT_EQ(list.rc, 0) << list.err;
+  EXPECT_NO_THROW((void)nlohmann::json::parse(list.out)) << list.out;
 }
 
 // Item 19: doctor reports the Python kforge will use ($KFORGE_PYTHON), not python3 on PATH.

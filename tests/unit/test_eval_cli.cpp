@@ -221,6 +221,36 @@ TEST(EvalCli, HgemmOptionsCheckedBeforeAnything) {
   EXPECT_EQ(fine.rc, 3) << fine.err;  // the scan rejects it: judged, not refused
 }
 
+bool python_has_torch() {
+  return std::system("python3 -c 'import torch' >/dev/null 2>&1") == 0;
+}
+
+// Item 20: a CUDA candidate judged with --device cpu says that it needs a GPU (it said
+// "IndexError: list index out of range"). Item 22: a task file declaring latin-1, with a byte that
+// is not UTF-8, and a latin-1 candidate whose forbidden line the scan quotes, still give verdicts
+// and valid JSON (--json and --out). Needs the real worker, so torch.
+TEST(EvalCli, CudaCandidateOnCpuAndLatin1Files) {
+  if (!python_has_torch()) GTEST_SKIP() << "SKIPPED: python3 cannot import torch";
+  const std::string dir = test::temp_dir();
+  const std::string src = std::string(KFORGE_SOURCE_DIR) + "/tasks/kforge";
+  std::ofstream(dir + "/t.py", std::ios::binary) << "# -*- coding: latin-1 -*-\n# caf\xe9 cr\xe8me\n"
+                                                 << read_file(src + "/01_relu.py");
+  std::ofstream(dir + "/latin1.py", std::ios::binary)
+      << "# -*- coding: latin-1 -*-\nimport os\nimport torch\nclass ModelNew(torch.nn.Module):\n"
+         "    def forward(self, x):\n        os.system('caf\xe9')\n        return x\n";
+  auto r = run_kforge("eval --device cpu --json --out " + dir + "/v.json --task " + dir + "/t.py " + src +
+                      "/solutions/01_relu.py " + dir + "/latin1.py");
+  EXPECT_EQ(r.rc, 3) << r.err;
+  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+  const nlohmann::json v = nlohmann::json::parse(r.out);
+  ASSERT_EQ(v.size(), 2u) << r.out;
+  EXPECT_EQ(v[0]["reasons"], nlohmann::json::array({"load_error"})) << v[0].dump();
+  EXPECT_NE(v[0]["message"].get<std::string>().find("a CUDA candidate needs a GPU"), std::string::npos) << v[0].dump();
+  EXPECT_EQ(v[1]["reasons"], nlohmann::json::array({"forbidden_call"})) << v[1].dump();
+  EXPECT_NE(v[1]["message"].get<std::string>().find("os.system"), std::string::npos) << v[1].dump();
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir + "/v.json")), v);
+}
+
 TEST(EvalCli, EarlyRejectionsCarryTheirReasonsAndTheBatchGoesOn) {
   const std::string dir = test::temp_dir();
   {
