@@ -285,6 +285,13 @@ void register_optimize(CLI::App& app) {
                   "GPUs to judge each group on in parallel, one worker each: 0,1,... or all (default: the first "
                   "device); not stored with the run (give it again with --resume)");
   cmd->add_option("--python", c->python, "PyTorch tasks: the worker's Python (default $KFORGE_PYTHON, else python3)");
+  cmd->footer(
+      "Bad input: every option is checked before anything is created (no run folder, database, cassette or LLM "
+      "call); a bad one exits 2 with one line naming the problem and the fix.\n"
+      "Exit status: 0 the run did its work; 1 it did nothing useful (every LLM call failed, the budget was spent, or "
+      "no candidate could be judged), with one line saying why; 2 a usage error (also: the run folder is in use by "
+      "another kforge); 130 stopped by Ctrl-C (a second Ctrl-C aborts at once; --resume continues).\n"
+      "See docs/optimize.md.");
   c->o.run_dir = "kforge-run";
   c->o.iterations = -1;
   cmd->callback([c] { run(*c); });

@@ -264,6 +264,10 @@ void check_optimize_options(const OptimizeOptions& o) {
   for (const Endpoint& e : l.endpoints) {
     check_endpoint_url(e.url);
     if (e.model.empty()) KF_USAGE_ERROR("--model must not be empty (endpoint %s)", e.url.c_str());
+    static const std::regex env_name("[A-Za-z_][A-Za-z0-9_]*");
+    if (!e.api_key_env.empty() && !std::regex_match(e.api_key_env, env_name))
+      KF_USAGE_ERROR("--api-key-env '%s' is not an environment variable name (letters, digits and _, e.g. "
+                     "OPENAI_API_KEY)", e.api_key_env.c_str());
     if (!(e.usd_per_1k_prompt >= 0) || !std::isfinite(e.usd_per_1k_prompt))
       KF_USAGE_ERROR("--price-prompt must be a non-negative number of USD per 1,000 tokens (got %g)", e.usd_per_1k_prompt);
     if (!(e.usd_per_1k_completion >= 0) || !std::isfinite(e.usd_per_1k_completion))

@@ -582,6 +582,7 @@ TEST(Optimize, BadOptionsCreateNothing) {
       {base + " --reward-clip 0", "--reward-clip"},
       {base + " --samples 0", "--samples"},
       {base + " --seed-file /etc/hostname", "--seed-file"},
+      {base + " --api-key-env 1BAD", "--api-key-env"},
       {"optimize --task hgemm:64x64x64 --llm-url ftp://x --model m --run-dir " + root + "/r", "http://"},
       {"optimize --task hgemm:64x64x64 --llm-url http:// --model m --run-dir " + root + "/r", "host"},
       {"optimize --resume " + root + "/typo_dir", "no run to resume"},
@@ -594,6 +595,12 @@ TEST(Optimize, BadOptionsCreateNothing) {
     EXPECT_FALSE(std::filesystem::exists(root + "/r")) << cmd;
     EXPECT_FALSE(std::filesystem::exists(root + "/typo_dir")) << cmd;
   }
+  // --help says what bad input does.
+  auto help = test::run_kforge("optimize --help");
+  EXPECT_EQ(help.rc, 0);
+  EXPECT_NE(help.out.find("a bad one exits 2 with one line naming the problem and the fix"), std::string::npos)
+      << help.out;
+  EXPECT_NE(help.out.find("Exit status:"), std::string::npos) << help.out;
   // A file as the run folder.
   std::ofstream(root + "/file") << "x";
   auto file = test::run_kforge("optimize --task hgemm:64x64x64 --policy builtin --run-dir " + root + "/file");
