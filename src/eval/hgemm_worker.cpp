@@ -38,6 +38,7 @@
 #include "core/json.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
+#include "eval/hgemm_checks.hpp"
 #include "gpu/device_lock.hpp"
 #include "eval/arena.hpp"
 #include "eval/evaluator.hpp"
@@ -90,7 +91,6 @@ namespace {
 
 constexpr size_t kNoisyOutputBytes = 64 * 1024;
 constexpr size_t kExcerptBytes = 2048;
-constexpr int kSamplesPerOutput = 16;
 
 double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -359,7 +359,6 @@ struct Batch {
   uint64_t seed = 0;
 };
 
-const Dist kDists[] = {Dist::kNormal, Dist::kUniform, Dist::kSmallInt, Dist::kBiased};
 
 class Judge {
  public:
@@ -539,7 +538,7 @@ class Judge {
     // values switch fewer bits than normal ones; with free draws a 4-call batch could be all of
     // one kind, and the GPU's clock with it).
     const unsigned first = unsigned(os_random() % 4);
-    for (size_t i = 0; i < b.order.size(); ++i) b.dists.push_back((unsigned char)kDists[(first + i) % 4]);
+    for (size_t i = 0; i < b.order.size(); ++i) b.dists.push_back((unsigned char)kCheckDists[(first + i) % 4]);
     for (size_t i = b.dists.size(); i > 1; --i) std::swap(b.dists[i - 1], b.dists[os_random() % i]);
     return b;
   }
@@ -631,43 +630,29 @@ class Judge {
     const std::vector<SlotCheck> after = scan(b);
     if (const unsigned long long d = arena_workspace_damage(arena_.as<char>(), L_, s_))
       return v_.reject(reason::kOutOfBounds, strf("%llu guard-band bytes around the workspace changed (%s)", d, what.c_str()));
-    const bool exact_ints = p_.acc == Acc::kF32 && 4 * p_.shape.k <= 2048;
     double worst = 0;
     for (size_t i = 0; i < after.size(); ++i) {
-      const SlotCheck& c = after[i];
       const std::string where = strf("call %zu of %zu, %s inputs, %s", i + 1, after.size(),
                                      to_string(Dist(b.dists[i])).c_str(), what.c_str());
-      float ratio;
-      std::memcpy(&ratio, &c.worst_bits, sizeof ratio);
-      worst = std::max(worst, double(ratio));
-      if (c.guard) return v_.reject(reason::kOutOfBounds, strf("%llu guard-band bytes around A, B or C changed (%s)", c.guard, where.c_str()));
-      if (c.in_hash != before_[i].in_hash) return v_.reject(reason::kInputMutated, "the inputs changed during the call (" + where + ")");
-      if (c.nonfinite)
-        return v_.reject(reason::kUnwrittenOutput, strf("%llu output elements are NaN or infinite: unwritten (%s)", c.nonfinite, where.c_str()));
-      if (c.bad)
-        return v_.reject(timed ? reason::kTimedOutputWrong : reason::kWrongResult,
-                         strf("%llu of %d sampled elements outside the %s tolerance, worst error %.3g x the bound (%s)",
-                              c.bad, kSamplesPerOutput, to_string(p_.acc).data(), double(ratio), where.c_str()));
-      if (exact_ints && Dist(b.dists[i]) == Dist::kSmallInt && c.inexact)
-        return v_.reject(timed ? reason::kTimedOutputWrong : reason::kWrongResult,
-                         "not bit-exact on small-integer inputs, which fp32 accumulation sums exactly (" + where + ")");
-      if (same_as && c.out_hash != (*same_as)[i].out_hash)
+      double w = 0;
+      if (const CallFailure f = judge_call(p_, Dist(b.dists[i]), before_[i], after[i], timed, where, &w))
+        return v_.reject(f.code, f.why);
+      worst = std::max(worst, w);
+      if (same_as && after[i].out_hash != (*same_as)[i].out_hash)
         return v_.reject(reason::kNondeterministic, "two runs on identical inputs gave different outputs (" + where + ")");
     }
     // One output of the batch, drawn after the fact, checked in full (or 1024 samples when large).
     const size_t pick = size_t(os_random() % after.size());
     const char* base = arena_.as<char>() + uint64_t(b.order[pick]) * L_.slot_bytes;
-    const __half* a = reinterpret_cast<const __half*>(base + L_.a_off);
-    const __half* bb = reinterpret_cast<const __half*>(base + L_.b_off);
-    const __half* c = reinterpret_cast<const __half*>(base + L_.c_off);
-    const CheckResult full = p_.shape.flops() <= 4e9 ? check_full_gpu(p_, a, bb, c, s_)
-                                                     : check_sampled_gpu(p_, a, bb, c, 1024, os_random(), s_);
-    if (!full.ok())
-      return v_.reject(timed ? reason::kTimedOutputWrong : reason::kWrongResult,
-                       full.describe() + strf(" (call %zu, %s inputs, %s)", pick + 1,
-                                              to_string(Dist(b.dists[pick])).c_str(), what.c_str()));
+    double full_worst = 0;
+    if (const CallFailure f = judge_full_output(
+            p_, reinterpret_cast<const __half*>(base + L_.a_off), reinterpret_cast<const __half*>(base + L_.b_off),
+            reinterpret_cast<const __half*>(base + L_.c_off), judge_checks_in_full(p_), 1024, os_random(), timed,
+            strf("call %zu, %s inputs, %s", pick + 1, to_string(Dist(b.dists[pick])).c_str(), what.c_str()), s_,
+            &full_worst))
+      return v_.reject(f.code, f.why);
     checked_outputs_ += after.size();
-    worst_ratio_ = std::max(worst_ratio_, std::max(worst, full.worst_ratio));
+    worst_ratio_ = std::max(worst_ratio_, std::max(worst, full_worst));
     last_after_ = after;
   }
 

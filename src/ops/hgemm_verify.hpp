@@ -1,15 +1,16 @@
 // Verification of one HGEMM implementation (a kernel variant, the dispatcher, the exported
 // library) on one problem, short of the full evaluator: what the tuner runs on every winner and
-// the kernel tests run on every variant.
+// the kernel tests run on every variant. The checks are the judge's own (eval/hgemm_checks.hpp),
+// in-process, for kforge's trusted kernels:
 //
-//   - three input distributions (normal, uniform, small integers), outputs NaN-poisoned first;
-//   - the full fp32-reference check under the declared precision's tolerance model (sampled fp64
-//     check plus a NaN scan of the whole output when M*N is over 2^25);
-//   - small integers bit-exact for fp32 accumulation (products and sums are exact in fp32, so the
-//     output must equal the reference rounded to fp16) where M*N <= 2^24;
-//   - guard bands of 4 KiB before and after A, B, C and the workspace (out-of-bounds writes);
-//   - inputs checksummed before and after (input mutation);
-//   - determinism: two runs on the same inputs give bit-identical outputs.
+//   - the four input distributions of the judge (normal, uniform, small integers, biased), each
+//     in a fresh arena slot with guard bands and a NaN-poisoned output;
+//   - per call: guard bands, input hashes, the NaN scan of the whole output, 16 fp64-sampled
+//     elements under the declared precision's tolerance, bit-exactness on small integers where
+//     fp32 accumulation sums them exactly; then the output checked in full (4096 samples above
+//     2^25 outputs);
+//   - the workspace's guard bands;
+//   - determinism: the normal inputs again give bit-identical outputs.
 #pragma once
 #include <cuda_runtime_api.h>
 
