@@ -16,7 +16,8 @@
 #           (the red-team corpus, crash and hang, two slots, the eval command)
 #   repeat  the evaluator's repeatability: five verdicts each of two honest candidates at 4096^3 (tn),
 #           mma_sync.cu (slow) and kforge_sm80.cu (near 1x), the first on a cold compile cache, with
-#           the wall time of each (also in repeat.txt)
+#           the wall time of each (also in repeat.txt); REPEAT_WARMUP_MS="0 1000" repeats it per
+#           judge warm-up (KFORGE_JUDGE_WARMUP_MS)
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
 # Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
 # (made on a machine with apt by ../shared/tools/gpu-deps.sh .gpu-deps).
@@ -109,14 +110,18 @@ if has repeat; then
   # Two candidates: the slow mma_sync.cu (~0.02x) and one of kforge's own kernels (near 1x,
   # compiled from the repository's source). The first verdict of each finds a cold compile cache.
   rm -rf "$KFORGE_CACHE_DIR/compile"
+  # REPEAT_WARMUP_MS="0 1000": the whole stage once per value of KFORGE_JUDGE_WARMUP_MS.
+  for warm in ${REPEAT_WARMUP_MS:-0}; do
+  export KFORGE_JUDGE_WARMUP_MS=$warm
+  [ "$warm" = 0 ] && unset KFORGE_JUDGE_WARMUP_MS
   for cand in mma_sync kforge_sm80; do
-    echo "== evaluator repeatability: 5 verdicts of $cand.cu, 4096x4096x4096 tn"
+    echo "== evaluator repeatability: 5 verdicts of $cand.cu, 4096x4096x4096 tn, warm-up ${warm} ms"
     for i in 1 2 3 4 5; do
       t0=$(date +%s.%N)
       timeout 120 $kf eval hgemm --shape 4096x4096x4096 --layout tn --json --include-dir "$PWD" \
-        --out "$out/repeat-$cand-$i.json" "tests/corpus/hgemm/honest/$cand.cu" >/dev/null 2>"$out/repeat-$cand-$i.err" || true
+        --out "$out/repeat-$cand-w$warm-$i.json" "tests/corpus/hgemm/honest/$cand.cu" >/dev/null 2>"$out/repeat-$cand-w$warm-$i.err" || true
       t1=$(date +%s.%N)
-      python3 - "$out/repeat-$cand-$i.json" "$t0" "$t1" <<'PY' || tail -3 "$out/repeat-$cand-$i.err"
+      python3 - "$out/repeat-$cand-w$warm-$i.json" "$t0" "$t1" <<'PY' || tail -3 "$out/repeat-$cand-w$warm-$i.err"
 import json, sys
 v = json.load(open(sys.argv[1])); v = v[0] if isinstance(v, list) else v
 sp = v.get("speedup", {}).get("offline", {}); c = v.get("candidate_us", {}).get("offline", {})
@@ -126,7 +131,7 @@ print(f"wall {float(sys.argv[3]) - float(sys.argv[2]):5.1f} s  correct {v.get('c
       f"cand {c.get('median')} us  base {b.get('median')} us  channel {t.get('channel_us')}")
 PY
     done
-    python3 - "$out"/repeat-$cand-?.json <<'PY' || true
+    python3 - "$out"/repeat-$cand-w$warm-?.json <<'PY' || true
 import json, statistics, sys
 m = []
 for f in sys.argv[1:]:
@@ -136,6 +141,8 @@ c = statistics.median(m)
 print(f"repeatability: {len(m)} medians, {min(m) / c - 1:+.2%} .. {max(m) / c - 1:+.2%} around {c:.5f} (target within +-2%)")
 PY
   done
+  done
+  unset KFORGE_JUDGE_WARMUP_MS
   # One file back instead of ten (the device tool returns at most 8 files).
   python3 -c "import json,sys; json.dump({f: json.load(open(f)) for f in sys.argv[1:]}, open('$out/repeat-all.json','w'))" \
     "$out"/repeat-*-?.json && rm -f "$out"/repeat-*-?.json "$out"/repeat-*-?.err || true
