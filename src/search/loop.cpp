@@ -520,6 +520,7 @@ class Loop {
       LlmOptions ro = o_.llm;
       for (Endpoint& e : ro.endpoints) e.model = o_.reviewer_model;
       ro.cassette_mode = CassetteMode::kOff;  // reviews are not part of the recorded search
+      ro.spent_usd = db_->total_cost_usd(run_id_);  // reviews count against the run's cap too
       reviewer_ = std::make_unique<LlmClient>(ro);
     }
     if (torch_)
