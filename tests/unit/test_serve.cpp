@@ -321,10 +321,11 @@ class ServeProcess {
   ServeProcess(const std::string& tasks_dir, const std::string& store, const std::vector<std::string>& extra = {}) {
     dir_ = test::temp_dir();
     write_file_atomic(dir_ + "/token", kToken + "\n");
-    std::vector<std::string> args = {KFORGE_BINARY, "serve", "--tasks", tasks_dir, "--device", "cpu", "--samples", "3",
+    std::vector<std::string> args = {KFORGE_BINARY, "serve", "--device", "cpu", "--samples", "3",
                                      "--trials", "1", "--store", store, "--port", "0", "--port-file", dir_ + "/port",
                                      "--token-file", dir_ + "/token", "--work-dir", dir_ + "/work",
                                      "--compile-timeout", "120", "--run-timeout", "300", "--atol", "0.001"};
+    if (!tasks_dir.empty()) args.insert(args.begin() + 2, {"--tasks", tasks_dir});
     // A flag given in `extra` replaces the same flag of the defaults above.
     for (const std::string& e : extra) {
       if (e.rfind("--", 0) != 0) continue;
@@ -468,6 +469,31 @@ TEST(ServeHttp, AuthLimitsMalformedAndUnknownTasks) {
   ServeStore s(store);
   EXPECT_EQ(s.counts().done, 1);  // only a1: the refused batches stored nothing
   EXPECT_EQ(s.counts().pending, 0);
+}
+
+// HGEMM problems by id over HTTP (no GPU needed for these verdicts): listed, scored, unknown ones 404.
+TEST(ServeHttp, HgemmTasksByIdOverHttp) {
+  const std::string store = test::temp_dir() + "/s.db";
+  ServeProcess srv("", store, {"--hgemm-shapes", "64x64x64,128x128x64:tn", "--arch", "sm_90a"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  auto c = srv.client();
+  auto tasks = body_of(c.Get("/v1/tasks"));
+  ASSERT_EQ(tasks["tasks"].size(), 2u) << tasks.dump();
+  EXPECT_EQ(tasks["tasks"][0]["id"], "hgemm:128x128x64:tn");
+  EXPECT_EQ(tasks["tasks"][0]["layout"], "tn");
+  const std::string stream =
+      "```cuda\nextern \"C\" int kforge_hgemm(const kforge_hgemm_args* a, cudaStream_t s) {\n"
+      "  cudaStream_t mine; cudaStreamCreate(&mine); return 0;\n}\n```\n";
+  auto r = c.Post("/v1/score",
+                  dump_json(items({{"hgemm:64x64x64", stream, "g1"},
+                                   {"hgemm:64x64x64", "<<<<<<< SEARCH\nnot in the seed\n=======\nx\n>>>>>>> REPLACE\n", "g2"}})),
+                  "application/json");
+  ASSERT_EQ(r->status, 200) << r->body << srv.log();
+  const nlohmann::json res = body_of(r)["results"];
+  EXPECT_EQ(res[0]["reasons"][0], "forbidden_call") << res[0].dump(1);
+  EXPECT_EQ(res[1]["reasons"][0], kInvalidCompletion) << res[1].dump(1);
+  EXPECT_NE(res[1]["message"].get<std::string>().find("seed"), std::string::npos);
+  EXPECT_EQ(c.Post("/v1/score", dump_json(items({{"hgemm:32x32x32", stream, "g3"}})), "application/json")->status, 404);
 }
 
 TEST(ServeHttp, ScoresRealCandidatesEndpointsAndRepeatsFromTheStore) {
