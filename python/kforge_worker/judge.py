@@ -962,8 +962,27 @@ class Judge:
             if not torch.cuda.is_available():
                 self.reject("no_gpu", "torch %s sees no CUDA device" % torch.__version__)
             torch.cuda.init()
-        self.calibrate_probe()
+            # The GPU is this judge's alone until the verdict (another slot on the same device, or
+            # another kforge, waits): its probe, executors and batches time nothing but its own.
+            # While it waits it says so every few seconds (each line restarts kforge's time-out).
+            try:
+                uuid = sandbox.gpu_uuid(torch, torch.cuda.current_device())
+            except Exception as e:  # a torch without device UUIDs: judged without the lock
+                uuid, fd, waited, why = None, None, 0.0, "no device UUID from torch (%s)" % e
+            if uuid is not None:
+                fd, waited, why = sandbox.gpu_lock(uuid, float(self.req.get("gpu_lock_wait_s", 1800)),
+                                                   tick=lambda: self.send_phase("waiting_for_gpu"))
+            if waited > 0.01:
+                self.details["gpu_lock_wait_s"] = round(waited, 3)
+            if fd is None and why.startswith("the GPU was held"):
+                self.reject("internal_error", why + ": not judged (the candidate is not at fault)")
+                self.v.d["correct"] = False
+                return
+            if fd is None:
+                self.details["gpu_lock"] = why
+            self.gpu_lock_fd = fd
         try:
+            self.calibrate_probe()
             self.spawn()
             self.layout()
             self.ref_mutates = False
@@ -995,6 +1014,9 @@ class Judge:
                 self.speedups(times)
         finally:
             self.shutdown()
+            if getattr(self, "gpu_lock_fd", None) is not None:
+                os.close(self.gpu_lock_fd)  # releases the lock
+                self.gpu_lock_fd = None
         self.v.d["correct"] = not self.v.d["reasons"]
         if self.v.d["correct"]:
             self.v.d["message"] = "accepted"

@@ -15,7 +15,9 @@ whether it took effect).
 """
 
 import ctypes
+import fcntl
 import os
+import time
 import platform
 import signal
 import struct
@@ -173,3 +175,62 @@ def signal_group(pgid, sig):
         return True
     except OSError:
         return False
+
+
+# ------------------------------------------------------------------------------------------------
+# one GPU, one judge at a time (the same lock file as src/gpu/device_lock.hpp: flock on
+# $KFORGE_LOCK_DIR/kforge-gpu-<uuid>.lock, default /tmp)
+
+def gpu_uuid(torch, index):
+    """The device's UUID as nvidia-smi (and kforge's C++ side) write it: GPU-xxxxxxxx-xxxx-..."""
+    u = torch.cuda.get_device_properties(index).uuid
+    raw = getattr(u, "bytes", None)
+    h = bytes(raw).hex() if raw is not None and len(raw) == 16 else str(u).lower().replace("gpu-", "").replace("-", "")
+    return "GPU-%s-%s-%s-%s-%s" % (h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
+
+
+def gpu_lock_path(uuid):
+    name = "".join(c if (c.isascii() and c.isalnum()) or c == "-" else "_" for c in uuid) or "unknown"
+    return os.path.join(os.environ.get("KFORGE_LOCK_DIR") or "/tmp", "kforge-gpu-%s.lock" % name)
+
+
+def gpu_lock(uuid, wait_s, tick=None, tick_s=5.0):
+    """Waits up to wait_s for the device's lock (calling tick() every tick_s while it waits).
+    Returns (fd or None, seconds waited, why): None with why starting "the GPU was held" when
+    another process kept it, or "cannot ..." when the lock file is unusable."""
+    path = gpu_lock_path(uuid)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        return None, 0.0, "cannot open the GPU lock %s: %s" % (path, e.strerror)
+    try:
+        os.fchmod(fd, 0o666)
+    except OSError:
+        pass
+    t0 = last = time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            os.close(fd)
+            return None, time.monotonic() - t0, "cannot lock %s: %s" % (path, e.strerror)
+        now = time.monotonic()
+        if now - t0 >= wait_s:
+            holder = os.pread(fd, 31, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            return None, now - t0, ("the GPU was held by another kforge process (pid %s, lock %s) for %d s"
+                                    % (holder, path, int(wait_s)))
+        if tick is not None and now - last >= tick_s:
+            tick()
+            last = now
+        time.sleep(0.005)
+    waited = time.monotonic() - t0
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+    except OSError:
+        pass
+    return fd, waited, ""

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
+#include "core/subprocess.hpp"
 #include "eval/devices.hpp"
 #include "gpu/device.hpp"
 #include "gpu/device_lock.hpp"
@@ -145,6 +146,47 @@ TEST(DeviceLock, OneHolderPerDeviceTheOtherWaitsThenGetsIt) {
   ::unsetenv("KFORGE_LOCK_DIR");
   b.release();
   other_gpu.release();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// The PyTorch judge (python/kforge_worker/sandbox.py gpu_lock) and the HGEMM judge take turns on
+// one lock file: a GPU held by one kind of judge is waited for by the other.
+TEST(DeviceLock, TheHgemmAndPyTorchJudgesShareOneLock) {
+  char dir[] = "/tmp/kforge-lock-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  ::setenv("KFORGE_LOCK_DIR", dir, 1);
+  const std::string flag = std::string(dir) + "/held";
+  const std::string py = "import sys; sys.path.insert(0, '" + std::string(KFORGE_SOURCE_DIR) +
+                         "/python'); from kforge_worker import sandbox; fd, w, why = sandbox.gpu_lock('GPU-1234-abcd', 5); "
+                         "open('" + flag + "', 'w').write(why or 'ok'); sys.stdin.read()";
+  FILE* holder = ::popen(("python3 -c \"" + py + "\"").c_str(), "w");
+  ASSERT_NE(holder, nullptr);
+  for (int i = 0; i < 1000 && !std::filesystem::exists(flag); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(flag)) << "the Python side never took the lock";
+  std::string why;
+  DeviceLock c;
+  EXPECT_FALSE(c.acquire("GPU-1234-abcd", 0.1, why));
+  EXPECT_NE(why.find("held by another kforge process"), std::string::npos) << why;
+  ::pclose(holder);  // Python exits: its lock goes with it
+  ASSERT_TRUE(c.acquire("GPU-1234-abcd", 5, why)) << why;
+  // The other way round: the Python side waits, says so while waiting, and gives up naming the holder.
+  const ProcessResult r = run_process(
+      {"python3", "-c",
+       "import sys; sys.path.insert(0, '" + std::string(KFORGE_SOURCE_DIR) +
+           "/python'); from kforge_worker import sandbox; ticks = []; "
+           "fd, w, why = sandbox.gpu_lock('GPU-1234-abcd', 0.35, tick=lambda: ticks.append(1), tick_s=0.1); "
+           "print(fd is None, len(ticks) >= 2, why)"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("True True the GPU was held by another kforge process (pid " + std::to_string(::getpid()), 0), 0u)
+      << r.out << r.err;
+  c.release();
+  ::unsetenv("KFORGE_LOCK_DIR");
   std::filesystem::remove_all(dir);
 }
 
