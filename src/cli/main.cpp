@@ -1,6 +1,8 @@
 // The kforge command.
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <string>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -17,6 +19,7 @@ int main(int argc, char** argv) {
   kforge::register_optimize(app);
   kforge::register_tasks(app);
   kforge::register_serve(app);
+  kforge::register_data(app);
   CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks, tuning, export");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);
@@ -25,6 +28,15 @@ int main(int argc, char** argv) {
   kforge::register_hgemm_variants(*hgemm);
   kforge::register_hgemm_export(*hgemm);
   kforge::add_value_checks(app);
+  // What every command does with bad input, said in every --help.
+  const std::function<void(CLI::App&)> footer = [&footer](CLI::App& a) {
+    const std::string note =
+        "Bad input (an unknown flag, a value out of range, a missing or unwritable file): exit status 2, one line "
+        "on stderr naming the problem and the fix, and nothing is created.";
+    a.footer(a.get_footer().empty() ? note : a.get_footer() + "\n\n" + note);
+    for (CLI::App* sub : a.get_subcommands([](CLI::App* s) { return !s->get_group().empty(); })) footer(*sub);
+  };
+  footer(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

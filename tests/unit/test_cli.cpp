@@ -85,8 +85,13 @@ TEST(Cli, ParseErrorsArePlainUsageErrors) {
       EXPECT_EQ(r.err.find(raw), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_TRUE(std::filesystem::is_empty(dir)) << c.args;
   }
-  EXPECT_EQ(run_kforge("--help").rc, 0);
-  EXPECT_EQ(run_kforge("hgemm bench --help").rc, 0);
+  // Every --help says what bad input does.
+  for (const char* cmd : {"--help", "hgemm bench --help", "eval --help", "eval hgemm --help", "tasks import --help",
+                          "hgemm export --help", "doctor --help"}) {
+    auto h = run_kforge(cmd);
+    EXPECT_EQ(h.rc, 0) << cmd;
+    EXPECT_NE(h.out.find("exit status 2, one line on stderr naming the problem and the fix"), std::string::npos) << cmd;
+  }
 }
 
 // Items 17, 20, 21 (bench, tune, compare, export, tasks): outputs checked writable first, naming
