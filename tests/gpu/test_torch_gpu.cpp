@@ -89,7 +89,7 @@ void check_corpus(bool scan) {
   const auto verdicts = ev.evaluate_batch(jobs, [&](size_t i, size_t n, const Verdict& v) {
     std::printf("[%2zu/%zu] %-22s %-22s %-7s %-22s %s\n", i + 1, n, fs::path(jobs[i].task).stem().c_str(),
                 fs::path(v.candidate).filename().c_str(), v.correct ? "ACCEPT" : "REJECT", join(v.reasons, ",").c_str(),
-                v.message.substr(0, 110).c_str());
+                v.message.substr(0, v.correct ? 110 : 400).c_str());  // a rejection in full enough to act on
     std::fflush(stdout);
   });
   std::printf("corpus (%s): %.0f s\n", scan ? "with the scan" : "run-time defences only",
