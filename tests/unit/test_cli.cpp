@@ -71,6 +71,8 @@ TEST(Cli, ParseErrorsArePlainUsageErrors) {
       {"hgemm tune --retune --retune-stale", "--retune and --retune-stale cannot be given together"},
       {"hgemm bench --db x.db --no-db", "--db and --no-db cannot be given together"},
       {"hgemm tune --no-db --db x.db", "cannot be given together"},
+      {"optimize --task hgemm:64x64x64 --policy builtin --reward-clip -1", "--reward-clip: '-1' is negative"},
+      {"optimize --task hgemm:64x64x64 --policy builtin --budget-usd nan", "--budget-usd: 'nan' is not a finite"},
   };
   const std::string dir = test::temp_dir();
   for (const Case& c : cases) {

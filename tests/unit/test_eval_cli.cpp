@@ -82,36 +82,39 @@ TEST(EvalCli, PythonWorkerDiesWithKforge) {
   const std::string task = write_task(dir);
   const std::string cand = dir + "/hang_running.py";  // the stand-in worker never answers for it
   std::ofstream(cand) << "class ModelNew: pass\n";
-  const pid_t kf = ::fork();
-  ASSERT_GE(kf, 0);
-  if (kf == 0) {
-    ::setenv("KFORGE_PYTHON_DIR", kFakeWorker.c_str(), 1);
-    ::freopen("/dev/null", "w", stdout);
-    ::freopen("/dev/null", "w", stderr);
-    ::execl(KFORGE_BINARY, "kforge", "eval", "--device", "cpu", "--run-timeout", "600", "--compile-timeout", "600",
-            "--task", task.c_str(), cand.c_str(), (char*)nullptr);
-    ::_exit(127);
+  for (const int sig : {SIGKILL, SIGINT}) {  // kill -9, and Ctrl-C (the worker has a session of its own)
+    const pid_t kf = ::fork();
+    ASSERT_GE(kf, 0);
+    if (kf == 0) {
+      ::setenv("KFORGE_PYTHON_DIR", kFakeWorker.c_str(), 1);
+      ::freopen("/dev/null", "w", stdout);
+      ::freopen("/dev/null", "w", stderr);
+      ::execl(KFORGE_BINARY, "kforge", "eval", "--device", "cpu", "--run-timeout", "600", "--compile-timeout", "600",
+              "--task", task.c_str(), cand.c_str(), (char*)nullptr);
+      ::_exit(127);
+    }
+    std::vector<pid_t> workers;
+    for (int i = 0; i < 200 && workers.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      workers = children_with(kf, "kforge_worker serve");
+    }
+    if (workers.size() != 1u) ::kill(kf, SIGKILL);
+    ASSERT_EQ(workers.size(), 1u) << "the worker did not start";
+    const pid_t worker = workers[0];
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well into the judgement
+    ASSERT_NE(proc_state(worker), 0);
+    ::kill(kf, sig);
+    int status = 0;
+    ::waitpid(kf, &status, 0);
+    bool gone = false;
+    for (int i = 0; i < 20 && !gone; ++i) {
+      const char st = proc_state(worker);
+      gone = st == 0 || st == 'Z' || st == 'X';
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!gone) ::kill(worker, SIGKILL);  // leave nothing behind either way
+    EXPECT_TRUE(gone) << "the Python worker " << worker << " outlived kforge (signal " << sig << ") by more than a second";
   }
-  std::vector<pid_t> workers;
-  for (int i = 0; i < 200 && workers.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    workers = children_with(kf, "kforge_worker serve");
-  }
-  ASSERT_EQ(workers.size(), 1u) << "the worker did not start";
-  const pid_t worker = workers[0];
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well into the judgement
-  ASSERT_NE(proc_state(worker), 0);
-  ::kill(kf, SIGKILL);
-  int status = 0;
-  ::waitpid(kf, &status, 0);
-  bool gone = false;
-  for (int i = 0; i < 20 && !gone; ++i) {
-    const char st = proc_state(worker);
-    gone = st == 0 || st == 'Z' || st == 'X';
-    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (!gone) ::kill(worker, SIGKILL);  // leave nothing behind either way
-  EXPECT_TRUE(gone) << "the Python worker " << worker << " outlived kforge by more than a second";
 }
 
 // Issue 14 items 14-17, 20, 21 (eval): every bad option is exit 2, one line naming the problem,
