@@ -783,3 +783,104 @@ TEST(ServeTrl, GrpoExampleGetsRewardsFromTheServer) {
 
 }  // namespace
 }  // namespace kforge
+
+// ---------------------------------------------------------------------------------------------
+// kforge data export: from a run database to JSON lines that datasets and the trainers read.
+
+#include "data/export.hpp"
+#include "search/program_db.hpp"
+
+namespace kforge {
+namespace {
+
+// A run folder with one iteration: the seed, then a group of two LLM answers (one correct).
+std::string make_run(const std::string& task) {
+  const std::string dir = test::temp_dir() + "/run";
+  fs::create_directories(dir);
+  ProgramDb db(dir + "/kforge-search.db");
+  const int64_t run = db.create_run(task, nlohmann::json::object());
+  CandidateRecord seed;
+  seed.run_id = run;
+  seed.policy = "seed";
+  seed.source = "seed source\n";
+  const int64_t seed_id = db.add_candidate(seed);
+  db.record_verdict(seed_id, {{"correct", true}}, true, 1.0, 0.0);
+  const nlohmann::json prompt = nlohmann::json::array(
+      {{{"role", "system"}, {"content", "You write kernels."}}, {{"role", "user"}, {"content", "Make it faster. #1 scored 1.00x"}}});
+  db.begin_iteration(run, 1, seed_id, dump_json(prompt));
+  std::vector<CandidateRecord> group(2);
+  for (int i = 0; i < 2; ++i) {
+    group[i].run_id = run;
+    group[i].iteration = 1;
+    group[i].sample = i;
+    group[i].policy = "llm:m";
+    group[i].parents = {seed_id};
+    group[i].prompt = dump_json(prompt);
+    group[i].analysis = strf("analysis %d", i);
+    group[i].source = strf("source %d\n", i);
+  }
+  const auto ids = db.add_candidates(group);
+  db.record_verdict(ids[0], {{"correct", true}}, true, 1.5, std::log(1.5));
+  db.record_verdict(ids[1], {{"correct", false}}, false, 0.0, -8.0);
+  db.set_advantages({{ids[0], 1.0}, {ids[1], -1.0}});
+  db.complete_iteration(run, 1);
+  return dir;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  for (const std::string& line : split(read_file(path), '\n'))
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+TEST(DataExport, PromptsSftAndGroupsFromARunDatabase) {
+  EXPECT_EQ(serve_task_id("hgemm:64x64x64:tn"), "hgemm:64x64x64:tn");
+  EXPECT_EQ(serve_task_id("/x/tasks/01_relu.py"), "01_relu");
+  const std::string run = make_run("/somewhere/tasks/01_relu.py");
+  const std::string out = test::temp_dir();
+  for (const char* kind : {"prompts", "sft", "groups"}) {
+    auto r = test::run_kforge(strf("data export --kind %s --db %s --out %s/%s.jsonl", kind, run.c_str(), out.c_str(), kind));
+    ASSERT_EQ(r.rc, 0) << kind << ": " << r.err;
+  }
+  const auto prompts = read_jsonl(out + "/prompts.jsonl");
+  ASSERT_EQ(prompts.size(), 1u);
+  EXPECT_EQ(prompts[0]["task_id"], "01_relu");
+  EXPECT_EQ(prompts[0]["prompt"][1]["content"], "Make it faster. #1 scored 1.00x");
+  EXPECT_EQ(prompts[0]["reward_model"]["ground_truth"], "01_relu");
+  const auto sft = read_jsonl(out + "/sft.jsonl");
+  ASSERT_EQ(sft.size(), 1u);  // the correct LLM answer only (not the seed, not the rejected one)
+  EXPECT_EQ(sft[0]["completion"][0]["role"], "assistant");
+  EXPECT_NE(sft[0]["completion"][0]["content"].get<std::string>().find("analysis 0\n\n```cuda\nsource 0\n```"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(sft[0]["speedup"].get<double>(), 1.5);
+  const auto groups = read_jsonl(out + "/groups.jsonl");
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0]["completions"].size(), 2u);
+  EXPECT_EQ(groups[0]["advantages"], nlohmann::json({1.0, -1.0}));
+  EXPECT_EQ(groups[0]["rewards"][1], -8.0);
+  EXPECT_EQ(groups[0]["correct"], nlohmann::json({true, false}));
+  // Bad input: a usage error, nothing written.
+  EXPECT_EQ(test::run_kforge(strf("data export --kind nope --db %s --out %s/x.jsonl", run.c_str(), out.c_str())).rc, 2);
+  EXPECT_EQ(test::run_kforge(strf("data export --db %s/none --out %s/y.jsonl", out.c_str(), out.c_str())).rc, 2);
+  EXPECT_FALSE(fs::exists(out + "/x.jsonl"));
+  EXPECT_FALSE(fs::exists(out + "/y.jsonl"));
+  // The files are what datasets.load_dataset("json") reads, where the datasets package is installed.
+  if (std::system("python3 -c 'import datasets' >/dev/null 2>&1") == 0) {
+    const std::string py = strf(
+        "python3 -c \"import datasets; d = datasets.load_dataset('json', data_files='%s/prompts.jsonl', split='train'); "
+        "assert d[0]['task_id'] == '01_relu' and d[0]['prompt'][0]['role'] == 'system'; "
+        "g = datasets.load_dataset('json', data_files='%s/groups.jsonl', split='train'); assert g[0]['advantages'] == [1.0, -1.0]; "
+        "print('LOADED')\" 2>&1",
+        out.c_str(), out.c_str());
+    FILE* p = ::popen(py.c_str(), "r");
+    std::string text;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, p)) text.append(buf, n);
+    EXPECT_EQ(WEXITSTATUS(::pclose(p)), 0) << text;
+    EXPECT_NE(text.find("LOADED"), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace kforge

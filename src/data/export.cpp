@@ -1,0 +1,136 @@
+#include "data/export.hpp"
+
+#include <filesystem>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "core/text.hpp"
+#include "search/program_db.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kforge {
+
+std::string serve_task_id(const std::string& run_task) {
+  if (run_task.rfind("hgemm:", 0) == 0) return run_task;
+  return fs::path(run_task).stem().string();
+}
+
+namespace {
+
+nlohmann::json messages_of(const std::string& prompt_json) {
+  if (prompt_json.empty()) return nullptr;
+  nlohmann::json j = nlohmann::json::parse(prompt_json, nullptr, false);
+  if (!j.is_array() || j.empty()) return nullptr;
+  for (const auto& m : j)
+    if (!m.is_object() || !m.contains("role") || !m.contains("content")) return nullptr;
+  return j;
+}
+
+// The answer as the policy would write it: its analysis, then the program in a fenced block.
+std::string answer_text(const CandidateRecord& c) {
+  std::string out = std::string(trim(c.analysis));
+  if (!out.empty()) out += "\n\n";
+  out += "```" + std::string(c.language == "python" ? "python" : "cuda") + "\n" + c.source;
+  if (!c.source.empty() && c.source.back() != '\n') out += "\n";
+  out += "```\n";
+  return out;
+}
+
+double speedup_of(const CandidateRecord& c) { return c.correct ? c.score : 0.0; }
+
+std::string db_path(const std::string& p) {
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return (fs::path(p) / "kforge-search.db").string();
+  return p;
+}
+
+}  // namespace
+
+std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vector<std::string>& dbs) {
+  if (kind != "prompts" && kind != "sft" && kind != "groups")
+    KF_USAGE_ERROR("unknown --kind '%s' (expected prompts, sft or groups)", kind.c_str());
+  if (dbs.empty()) KF_USAGE_ERROR("data export needs at least one run database (--db RUN_DIR or FILE)");
+  std::vector<nlohmann::json> rows;
+  for (const std::string& given : dbs) {
+    const std::string path = db_path(given);
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) KF_USAGE_ERROR("no run database at '%s'", path.c_str());
+    ProgramDb db(path);
+    const auto latest = db.latest_run();
+    if (!latest) continue;
+    for (int64_t run_id = 1; run_id <= latest->id; ++run_id) {
+      const auto run = db.run(run_id);
+      if (!run) continue;
+      const std::string task_id = serve_task_id(run->task);
+      const std::vector<CandidateRecord> cands = db.candidates(run_id);
+      if (kind == "prompts") {
+        nlohmann::json prompt = nullptr;
+        for (int it = db.last_iteration(run_id); it >= 0 && prompt.is_null(); --it)
+          if (const auto rec = db.iteration(run_id, it)) prompt = messages_of(rec->prompt);
+        for (auto c = cands.rbegin(); c != cands.rend() && prompt.is_null(); ++c) prompt = messages_of(c->prompt);
+        if (prompt.is_null()) continue;  // a run that never asked an LLM (builtin policy)
+        const size_t index = rows.size();
+        rows.push_back({{"prompt", prompt},
+                        {"task_id", task_id},
+                        {"data_source", "kforge"},
+                        {"reward_model", {{"style", "rule"}, {"ground_truth", task_id}}},
+                        {"extra_info", {{"task_id", task_id}, {"index", index}, {"run", run_id}, {"db", path}}}});
+      } else if (kind == "sft") {
+        for (const CandidateRecord& c : cands) {
+          const nlohmann::json prompt = messages_of(c.prompt);
+          if (!c.correct || prompt.is_null() || c.policy.rfind("llm", 0) != 0) continue;
+          rows.push_back({{"prompt", prompt},
+                          {"completion", nlohmann::json::array({{{"role", "assistant"}, {"content", answer_text(c)}}})},
+                          {"task_id", task_id},
+                          {"speedup", speedup_of(c)},
+                          {"reward", c.reward},
+                          {"candidate", c.id},
+                          {"run", run_id}});
+        }
+      } else {
+        std::map<std::pair<int, int>, std::vector<const CandidateRecord*>> groups;
+        for (const CandidateRecord& c : cands)
+          if (c.policy != "seed") groups[{c.iteration, c.group}].push_back(&c);
+        for (const auto& [key, members] : groups) {
+          bool complete = true;
+          for (const CandidateRecord* c : members) complete &= c->advantage.has_value();
+          if (!complete) continue;
+          nlohmann::json completions = nlohmann::json::array(), rewards = nlohmann::json::array(),
+                         advantages = nlohmann::json::array(), correct = nlohmann::json::array(),
+                         speedups = nlohmann::json::array();
+          nlohmann::json prompt = nullptr;
+          for (const CandidateRecord* c : members) {
+            if (prompt.is_null()) prompt = messages_of(c->prompt);
+            completions.push_back(answer_text(*c));
+            rewards.push_back(c->reward);
+            advantages.push_back(*c->advantage);
+            correct.push_back(c->correct);
+            speedups.push_back(speedup_of(*c));
+          }
+          rows.push_back({{"task_id", task_id},
+                          {"prompt", prompt},
+                          {"completions", completions},
+                          {"rewards", rewards},
+                          {"advantages", advantages},
+                          {"correct", correct},
+                          {"speedups", speedups},
+                          {"iteration", key.first},
+                          {"group", key.second},
+                          {"run", run_id}});
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+void write_jsonl(const std::string& path, const std::vector<nlohmann::json>& rows) {
+  std::string text;
+  for (const nlohmann::json& r : rows) text += dump_json(r) + "\n";
+  write_file_atomic(path, text);
+}
+
+}  // namespace kforge

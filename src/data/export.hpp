@@ -1,0 +1,31 @@
+// Training data from search runs: files that datasets.load_dataset("json", data_files=...) reads and
+// that TRL and verl take as they are (JSON lines, one row per line).
+//
+//   prompts  one row per run: the contrastive prompt of its latest iteration (the messages optimize
+//            sent, exemplars with their measured scores), as TRL's conversational "prompt", with
+//            "task_id" (the id kforge serve knows the task by), and verl's columns "data_source",
+//            "reward_model": {"style": "rule", "ground_truth": task id}, "extra_info".
+//   sft      one row per correct LLM candidate: "prompt" (the messages it answered) and "completion"
+//            ([{"role": "assistant", "content": analysis + fenced code}]), TRL's prompt-completion
+//            format, with task_id, speedup, reward.
+//   groups   one row per complete GRPO group: task_id, prompt, completions, rewards, advantages,
+//            correct, speedups.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace kforge {
+
+// The id kforge serve gives a search run's task: "hgemm:..." as it is; a PyTorch task file by its
+// stem ("/x/tasks/01_relu.py" -> "01_relu"), as a task set of its folder lists it.
+std::string serve_task_id(const std::string& run_task);
+
+// Rows of `kind` ("prompts", "sft", "groups") from the program databases (kforge-search.db files,
+// or run folders holding one). A usage error for an unknown kind or a missing database.
+std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vector<std::string>& dbs);
+
+// Writes rows as JSON lines (atomically).
+void write_jsonl(const std::string& path, const std::vector<nlohmann::json>& rows);
+
+}  // namespace kforge
