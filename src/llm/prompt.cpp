@@ -1,11 +1,12 @@
 // Prompts for the contrastive loop: templates with {{placeholders}}, filled once (single pass).
 //
-// The built-in templates below are byte-for-byte the files in prompts/ at the top of the source
-// tree (a unit test checks it): edit both together.
+// The built-in templates are the files in prompts/ at the top of the source tree, embedded into
+// the binary at build time (CMakeLists.txt, cmake/embed_files.cmake): there is no second copy.
 #include "llm/prompt.hpp"
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <system_error>
 
 #include "core/error.hpp"
@@ -13,6 +14,15 @@
 #include "core/text.hpp"
 
 namespace kforge {
+
+struct EmbeddedFile {
+  const char* path;
+  const unsigned char* data;
+  size_t size;
+};
+// prompts/*.md, embedded by cmake/embed_files.cmake (build/generated/prompt_files.cpp).
+const EmbeddedFile* prompt_template_files(size_t* count);
+
 namespace {
 
 // The template files: the five of a CUDA prompt, in the order their texts appear in it, then the
@@ -21,206 +31,6 @@ const char* const kTemplateNames[] = {"system.md",          "task.md",          
                                       "protocol.md",        "restrictions.md",   "task_torch.md",
                                       "exemplar_torch.md",  "protocol_torch.md", "restrictions_torch.md"};
 
-// ---- BEGIN BUILT-IN TEMPLATES (identical to prompts/*.md) ----
-constexpr const char* kSystemMd = R"md(You are an expert CUDA performance engineer. You make one GPU kernel faster, one variant at a time.
-
-Every answer you give is compiled, checked against a reference implementation on fresh random
-inputs, and timed against a baseline on the GPU. The measured speed-ups shown to you are ground
-truth: reason from them, not from folklore. A variant that is fast but wrong, or that games the
-measurement in any way, is rejected and counts for nothing.
-
-Be precise and concrete. Think about the hardware: memory bandwidth and latency, the memory
-hierarchy (global, L2, shared memory, registers), tensor cores, occupancy, instruction-level
-parallelism, and how work is split across thread blocks and streaming multiprocessors.
-)md";
-
-constexpr const char* kTaskMd = R"md(# Task
-
-{{task}}
-
-# Reference implementation
-
-The reference defines the exact result your code must compute. It is written for clarity, not
-speed.
-
-```
-{{reference}}
-```
-)md";
-
-constexpr const char* kExemplarMd = R"md(## Variant {{index}} (id {{id}}): {{status}}
-
-Speed-up over the baseline: {{speedup}}
-
-Notes from the evaluator:
-
-{{notes}}
-
-```cuda
-{{source}}
-```
-)md";
-
-constexpr const char* kProtocolMd = R"md(# How to answer
-
-Answer in three sections, in this order.
-
-## 1. Performance Analysis
-
-Compare the variants above. Explain why the faster ones are faster than the slower ones, using
-their measured speed-ups and the evaluator's notes (compiler errors, rejection reasons, profiler
-metrics). Then say what limits the best variant now: memory traffic, tensor core use, occupancy,
-pipelining of loads and math, bank conflicts, launch shape, tail effects, or host overhead. When
-a variant was rejected, say what it did wrong so that you do not repeat it. When there are no
-variants yet, analyse the reference instead.
-
-## 2. Algorithm Design
-
-Describe, in a few bullet points, the change you will make and why it should beat the best
-variant: tiling, data movement, instructions, launch configuration. Keep what made the best
-variant fast. Prefer one well-reasoned change to many speculative ones.
-
-## 3. Code Implementation
-
-Give the new variant in one of two forms.
-
-- A complete program: one self-contained .cu file in a single fenced block tagged `cuda`, with
-  its includes, its kernels and the C entry point of the ABI described in the task.
-- Edits against the best variant (the last one above), each written as:
-
-```
-<<<<<<< SEARCH
-lines copied exactly from the best variant
-=======
-the lines that replace them
->>>>>>> REPLACE
-```
-
-Each SEARCH text must match exactly one place; include enough neighbouring lines to make it
-unique. Edits are applied in order, each to the result of the ones before it. Use edits for
-small, local changes and a complete file for larger rewrites. Give only one of the two forms,
-and no other code block after it.
-)md";
-
-constexpr const char* kRestrictionsMd = R"md(# Restrictions
-
-An answer that breaks any of these rules is rejected, however fast it is. The evaluator checks
-each of them.
-
-- Identical results: compute exactly the function of the reference, for every valid input,
-  within the declared precision. Where the task declares fp32 accumulation, accumulate in fp32
-  (or better): no fp16 accumulation, no TF32 or FP8 shortcuts, no skipped or approximated work.
-- No caching: compute every result from the inputs of the current call. Do not keep outputs, or
-  anything derived from the inputs, between calls, whatever the key (pointers, contents, shapes).
-- No changed hyper-parameters or shapes: solve the problem as given, with its shapes, layouts,
-  data types and declared accumulation precision. Do not change them or rely on values other
-  than the ones the task states.
-- All work on the given stream: enqueue every kernel launch and copy on the stream passed to the
-  entry point, and on no other. Do not synchronise the device.
-- No library GEMMs: do not call cuBLAS, cuBLASLt, cuDNN or any other library's matrix multiply.
-  Write the kernel yourself.
-- No threads, streams, events or timers; no file, network or environment access (no getenv, no
-  system calls); no changes to the device or its clocks.
-- Write only to the output and to the workspace, if you asked for one. Never modify the inputs,
-  and never read or write outside the buffers you were given.
-)md";
-
-// PyTorch tasks (language "python"): the same sections for a ModelNew file.
-constexpr const char* kTaskTorchMd = R"md(# Task
-
-{{task}}
-
-# Reference implementation
-
-The task file below defines the module `Model` whose results your `ModelNew` must reproduce, and
-the functions `get_inputs()` and `get_init_inputs()` that make its inputs and its constructor's
-arguments. It is written for clarity, not speed.
-
-```python
-{{reference}}
-```
-)md";
-
-constexpr const char* kExemplarTorchMd = R"md(## Variant {{index}} (id {{id}}): {{status}}
-
-Speed-up over the baseline: {{speedup}}
-
-Notes from the evaluator:
-
-{{notes}}
-
-```python
-{{source}}
-```
-)md";
-
-constexpr const char* kProtocolTorchMd = R"md(# How to answer
-
-Answer in three sections, in this order.
-
-## 1. Performance Analysis
-
-Compare the variants above. Explain why the faster ones are faster than the slower ones, using
-their measured speed-ups and the evaluator's notes (build errors, rejection reasons). Then say
-what limits the best variant now: memory traffic, kernel launches and intermediate tensors,
-tensor core use, occupancy, work that could be fused, or host overhead. When a variant was
-rejected, say what it did wrong so that you do not repeat it. When there are no variants yet,
-analyse the reference instead.
-
-## 2. Algorithm Design
-
-Describe, in a few bullet points, the change you will make and why it should beat the best
-variant: which operations you fuse, how work is split across thread blocks, how data moves.
-Keep what made the best variant fast. Prefer one well-reasoned change to many speculative ones.
-
-## 3. Code Implementation
-
-Give the new variant in one of two forms.
-
-- A complete program: one self-contained Python file in a single fenced block tagged `python`.
-  It defines `class ModelNew(nn.Module)`, whose constructor takes the same arguments as
-  `Model`'s and whose `forward` takes the same inputs and returns the same outputs. Write the
-  CUDA kernels as strings and build them with `torch.utils.cpp_extension.load_inline` at import.
-- Edits against the best variant (the last one above), each written as:
-
-```
-<<<<<<< SEARCH
-lines copied exactly from the best variant
-=======
-the lines that replace them
->>>>>>> REPLACE
-```
-
-Each SEARCH text must match exactly one place; include enough neighbouring lines to make it
-unique. Edits are applied in order, each to the result of the ones before it. Use edits for
-small, local changes and a complete file for larger rewrites. Give only one of the two forms,
-and no other code block after it.
-)md";
-
-constexpr const char* kRestrictionsTorchMd = R"md(# Restrictions
-
-An answer that breaks any of these rules is rejected, however fast it is. The evaluator checks
-each of them.
-
-- Identical results: compute exactly the function of the reference, for every valid input,
-  within the task's tolerance, in the task's precision. No TF32, no autocast, no lower-precision
-  internals, no changed default dtype, no skipped or approximated work.
-- Your own code: do not use, import, subclass or look up the reference `Model`, the task file or
-  kforge, and do not fall back to the reference's code in an exception handler (a `try` whose
-  handler does not re-raise is rejected).
-- No caching: compute every result from the inputs of the current call. Do not keep outputs, or
-  anything derived from the inputs, between calls, whatever the key (pointers, contents, shapes).
-- Fresh outputs: return plain dense tensors with their own storage; never an input, a view of
-  one, an expanded or lazy tensor. Never modify the inputs.
-- All work on the current stream: launch every kernel on
-  `at::cuda::getCurrentCUDAStream()`; create no streams, events or graphs, and do not
-  synchronise the device.
-- No threads, processes, timers, file, network or environment access; no replacing functions of
-  torch or any other module; no introspection (`gc`, `inspect`, `sys.modules`, `eval`, `exec`);
-  no changes to cuBLAS, cuDNN or device settings.
-)md";
-
-// ---- END BUILT-IN TEMPLATES ----
 
 using Vars = std::map<std::string, std::string>;
 
@@ -315,16 +125,18 @@ std::string render_exemplars(const std::vector<Exemplar>& exemplars, const std::
 }  // namespace
 
 PromptTemplates PromptTemplates::builtin() {
+  size_t count = 0;
+  const EmbeddedFile* files = prompt_template_files(&count);
   PromptTemplates t;
-  t.files = {
-      {"system.md", kSystemMd},     {"task.md", kTaskMd},
-      {"exemplar.md", kExemplarMd}, {"protocol.md", kProtocolMd},
-      {"restrictions.md", kRestrictionsMd},
-      {"task_torch.md", kTaskTorchMd},
-      {"exemplar_torch.md", kExemplarTorchMd},
-      {"protocol_torch.md", kProtocolTorchMd},
-      {"restrictions_torch.md", kRestrictionsTorchMd},
-  };
+  for (size_t i = 0; i < count; ++i) {
+    const std::string path = files[i].path;
+    const std::string name = path.substr(path.rfind('/') + 1);  // "prompts/system.md" -> "system.md"
+    t.files[name] = std::string(reinterpret_cast<const char*>(files[i].data), files[i].size);
+  }
+  // The list in CMakeLists.txt and kTemplateNames name the same files.
+  KF_CHECK(t.files.size() == std::size(kTemplateNames), "%zu prompt templates embedded, expected %zu", t.files.size(),
+           std::size(kTemplateNames));
+  for (const char* name : kTemplateNames) KF_CHECK(t.files.count(name), "prompt template %s is not embedded", name);
   return t;
 }
 

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -307,6 +309,25 @@ TEST(PromptTemplates, BuiltinEqualsPromptsFolder) {
   PromptTemplates b = PromptTemplates::builtin();
   for (const char* name : kNames) EXPECT_EQ(read_file(dir + "/" + name), b.files.at(name)) << name;
   EXPECT_EQ(PromptTemplates::load(dir).files, b.files);
+}
+
+// The built-in texts are prompts/*.md embedded at build time (no hand-made copy can drift): every
+// template file of the folder (every .md but README.md) is built in, and nothing else is.
+TEST(PromptTemplates, EveryFileOfThePromptsFolderIsEmbedded) {
+  const std::string dir = std::string(KFORGE_SOURCE_DIR) + "/prompts";
+  std::set<std::string> on_disk, built_in;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".md" && name != "README.md") on_disk.insert(name);
+  }
+  for (const auto& [name, text] : PromptTemplates::builtin().files) {
+    built_in.insert(name);
+    EXPECT_FALSE(text.empty()) << name;
+  }
+  EXPECT_EQ(on_disk, built_in);
+  EXPECT_EQ(built_in.size(), std::size(kNames));
+  // prompts/README.md tells an editor where the built-in texts come from.
+  EXPECT_NE(read_file(dir + "/README.md").find("embedded"), std::string::npos);
 }
 #endif
 
