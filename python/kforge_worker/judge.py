@@ -814,6 +814,12 @@ class Judge:
                             (when, i, nbad, o.numel(), atol, rtol, float(err.max().item()), idx,
                              o.reshape(-1)[idx].item(), rd.reshape(-1)[idx].item()))
             max_abs = float(err.max().item())
+            # The worst error over its element's bound (0 exact, 1 at the bound): the deviation
+            # penalty's statistic (src/eval/verdict.hpp). A zero bound counts an error as infinite.
+            over = torch.where(allowed > 0, err / allowed.clamp_min(1e-300 if work == torch.float64 else 1e-38),
+                               torch.where(err > 0, float("inf"), 0.0))
+            self.worst_over_bound = max(self.worst_over_bound, float(over.max().item()))
+            del over
             ratio = self.precision_statistic(o, err, d, rd, when, i)
             if worst is None or max_abs > worst.get("max_abs_err", 0):
                 worst = {"max_abs_err": max_abs, "atol": atol, "rtol": rtol, "eager_max_abs_err": emax,
@@ -987,6 +993,7 @@ class Judge:
             self.layout()
             self.ref_mutates = False
             self.worst = {}
+            self.worst_over_bound = 0.0
             self.start_baseline()
             self.start_candidate()
             self.check_processes("after importing the candidate")
@@ -1010,6 +1017,7 @@ class Judge:
             self.checks["verification_rounds"] = self.trials
             self.checks["calls_checked"] = rounds * self.slots
             self.checks["tolerance"] = self.worst
+            self.checks["worst_error_over_bound"] = self.worst_over_bound
             if times:
                 self.speedups(times)
         finally:

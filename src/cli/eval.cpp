@@ -28,6 +28,7 @@ struct EvalCliOptions {
   bool json = false;
   std::string out;
   std::string reward = "log";
+  std::string deviation_penalty, length_penalty;  // shaped rewards (empty: off)
   double compile_timeout = 180;
   double run_timeout = 60;
   std::string arch;
@@ -52,6 +53,8 @@ std::string one_line(const Verdict& v) {
 }
 
 void run_eval(const EvalCliOptions& o) {
+  RewardConfig reward = parse_reward(o.reward);
+  set_reward_penalties(reward, o.deviation_penalty, o.length_penalty);
   const std::vector<std::string> include_dirs = checked_include_dirs(o.include_dirs);
   check_nvcc_flags(o.nvcc_flags);
   HgemmProblem problem;
@@ -78,7 +81,7 @@ void run_eval(const EvalCliOptions& o) {
     std::error_code ec;
     if (std::filesystem::exists(c, ec)) check_input_file("candidate", c);
   }
-  eo.reward = parse_reward(o.reward);
+  eo.reward = reward;
   eo.reward.mode = eo.modes.front();
   eo.samples = o.samples;
   eo.seed = o.seed;
@@ -132,6 +135,8 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--out", o->out, "also write the verdicts to FILE.json");
   cmd->add_option("--reward", o->reward, "reward of a correct candidate: log (ln speed-up), speedup, clipped:X")
       ->capture_default_str();
+  cmd->add_option("--deviation-penalty", o->deviation_penalty, "shaped reward, off by default: take W x (the worst error over the tolerance's bound, 0 to 1) off a correct candidate's reward (never down to a rejection's; docs/training.md)")->type_name("W");
+  cmd->add_option("--length-penalty", o->length_penalty, "shaped reward, off by default: take W x (tokens beyond TOKENS) / TOKENS off a correct candidate's reward (a token: a word, a number or one punctuation mark; never down to a rejection's; docs/training.md)")->type_name("W:TOKENS");
   cmd->add_option("--compile-timeout", o->compile_timeout, "seconds one nvcc compile may take")->capture_default_str();
   cmd->add_option("--run-timeout", o->run_timeout, "seconds any one batch of a candidate's calls may take before its executor is killed (timeout)")
       ->capture_default_str();

@@ -39,6 +39,7 @@ struct TorchCliOptions {
   std::string out;
   std::vector<std::string> metrics;
   std::string reward = "log";
+  std::string deviation_penalty, length_penalty;  // shaped rewards (empty: off)
   bool allow_streams = false;
   bool require_cuda_kernel = false;
   bool no_scan = false;
@@ -147,6 +148,8 @@ void validate(const TorchCliOptions& o) {
 }
 
 void run_eval_torch(const TorchCliOptions& o) {
+  RewardConfig reward = parse_reward(o.reward);
+  set_reward_penalties(reward, o.deviation_penalty, o.length_penalty);
   validate(o);
 
   TorchEvalOptions eo;
@@ -166,7 +169,7 @@ void run_eval_torch(const TorchCliOptions& o) {
   eo.static_scan = !o.no_scan;
   eo.skip_timing = o.verify_only;
   eo.build_jobs = o.build_jobs;
-  eo.reward = parse_reward(o.reward);
+  eo.reward = reward;
   eo.reward.mode = "eager";
   eo.devices = parse_devices(o.devices);
   require_default_device(eo.devices, o.device);
@@ -268,6 +271,8 @@ void register_eval_torch(CLI::App& eval) {
                   "by reason) to FILE.csv or FILE.json (repeatable)");
   eval.add_option("--reward", o->reward, "reward of a correct candidate against eager: log, speedup, clipped:X")
       ->capture_default_str();
+  eval.add_option("--deviation-penalty", o->deviation_penalty, "shaped reward, off by default: take W x (the worst error over the tolerance's bound, 0 to 1) off a correct candidate's reward (never down to a rejection's; docs/training.md)")->type_name("W");
+  eval.add_option("--length-penalty", o->length_penalty, "shaped reward, off by default: take W x (tokens beyond TOKENS) / TOKENS off a correct candidate's reward (a token: a word, a number or one punctuation mark; never down to a rejection's; docs/training.md)")->type_name("W:TOKENS");
   eval.add_flag("--allow-streams", o->allow_streams, "let candidates create CUDA streams (the static scan forbids it)");
   eval.add_flag("--require-cuda-kernel", o->require_cuda_kernel,
                 "policy: a candidate must build a __global__ kernel with torch.utils.cpp_extension and may not "

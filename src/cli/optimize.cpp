@@ -53,6 +53,7 @@ struct OptimizeCli {
   std::string cassette;
   bool record = false, replay = false;
   std::string arch, modes = "offline", reward = "log";
+  std::string deviation_penalty, length_penalty;  // shaped rewards (empty: off)
   double run_timeout = 60, compile_timeout = 180;
   int samples = 7;
   // PyTorch tasks
@@ -73,6 +74,9 @@ void run(OptimizeCli& c) {
   o.nvcc_flags = c.nvcc_flags;
   if (!c.resume_dir.empty() && (!o.include_dirs.empty() || !o.nvcc_flags.empty()))
     KF_USAGE_ERROR("--include-dir and --nvcc-flag are stored with the run; --resume compiles with the stored ones");
+  if (!c.resume_dir.empty() && (!c.deviation_penalty.empty() || !c.length_penalty.empty()))
+    KF_USAGE_ERROR("--deviation-penalty and --length-penalty are stored with the run; leave them out with --resume "
+                   "(it rewards with the stored ones)");
   if (!c.resume_dir.empty()) {
     if (!o.task.empty())
       KF_USAGE_ERROR("--resume continues the stored task; leave --task out (or start a new run with --run-dir)");
@@ -123,6 +127,7 @@ void run(OptimizeCli& c) {
   eval.run_timeout_s = c.run_timeout;
   eval.compile.timeout_s = c.compile_timeout;
   eval.reward = parse_reward(c.reward);
+  set_reward_penalties(eval.reward, c.deviation_penalty, c.length_penalty);
   eval.reward.mode = eval.modes.front();
   eval.scan.allow_streams = c.allow_streams;
   eval.devices = parse_devices(c.devices);
@@ -143,7 +148,7 @@ void run(OptimizeCli& c) {
   t.compile_timeout_s = c.compile_timeout;
   t.import_timeout_s = c.import_timeout;
   t.seed = o.seed;
-  t.reward = parse_reward(c.reward);
+  t.reward = eval.reward;  // the kind and the penalties
   t.reward.mode = c.baseline;
   if (c.atol != -1 && !(c.atol >= 0 && std::isfinite(c.atol)))
     KF_USAGE_ERROR("--atol must be a non-negative number (got %g)", c.atol);
@@ -241,7 +246,9 @@ void register_optimize(CLI::App& app) {
   cmd->add_option("--mode", c->modes, "timing modes of the evaluator; the first sets the reward")->capture_default_str();
   cmd->add_option("--samples", c->samples, "paired timing rounds per candidate")->capture_default_str();
   cmd->add_option("--reward", c->reward, "reward of a correct candidate: log (ln of the speed-up, at least ln 0.001), speedup, clipped:X; a rejected "
-                  "candidate gets a floor below every correct reward (-8 for log, 0 otherwise)")->capture_default_str();
+                  "candidate gets a floor below every correct reward (-8 for log, -1 otherwise)")->capture_default_str();
+  cmd->add_option("--deviation-penalty", c->deviation_penalty, "shaped reward, off by default: take W x (the worst error over the tolerance's bound, 0 to 1) off a correct candidate's reward, before group normalisation (never down to a rejection's; stored with the run; docs/training.md)")->type_name("W");
+  cmd->add_option("--length-penalty", c->length_penalty, "shaped reward, off by default: take W x (tokens beyond TOKENS) / TOKENS off a correct candidate's reward, before group normalisation (a token: a word, a number or one punctuation mark; never down to a rejection's; stored with the run; docs/training.md)")->type_name("W:TOKENS");
   cmd->add_option("--reviewer-model", c->o.reviewer_model,
                   "when a best speed-up jumps, this model (same endpoints) compares the winner with known hacks; "
                   "a HACK verdict rejects it");

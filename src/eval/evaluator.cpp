@@ -132,7 +132,9 @@ std::vector<Verdict> Evaluator::evaluate_batch(const std::vector<std::string>& p
   std::mutex progress_mutex;
   run_on_slots(paths.size(), workers_.size(), [&](size_t i, size_t slot) {
     Verdict v = prepared[i].rejected ? prepared[i].early : judge(paths[i], compiled[compile_slot[i]], problem, slot);
-    v.reward = compute_reward(v, opts_.reward);
+    // A missing file has no source to count; every other verdict's reward sees the code it judged.
+    const bool read = !(prepared[i].rejected && prepared[i].early.has_reason(reason::kMissingFile));
+    apply_reward(v, opts_.reward, read ? &prepared[i].source : nullptr);
     std::lock_guard<std::mutex> lock(progress_mutex);
     if (progress) progress(i, paths.size(), v);
     out[i] = std::move(v);

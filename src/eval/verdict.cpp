@@ -5,7 +5,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cctype>
 #include <limits>
+#include <optional>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -167,20 +170,168 @@ double rejected_reward(const RewardConfig& cfg) {
   return cfg.kind == "log" ? kRejectedLogReward : kRejectedSpeedupReward;
 }
 
-double compute_reward(const Verdict& v, const RewardConfig& cfg) {
-  // The configuration is checked first, so a bad one is reported even for incorrect verdicts.
-  check_reward_config(cfg);
+double correct_reward_floor(const RewardConfig& cfg) { return rejected_reward(cfg) + 1.0; }
 
+namespace {
+
+// The speed-up term of a correct verdict, or nullopt when the verdict earns the rejection floor.
+std::optional<double> speedup_term(const Verdict& v, const RewardConfig& cfg) {
   // A verdict with a reason is a rejection even if someone left `correct` set.
-  if (!v.correct || !v.reasons.empty()) return rejected_reward(cfg);
+  if (!v.correct || !v.reasons.empty()) return std::nullopt;
   const auto it = v.speedup.find(cfg.mode);
-  if (it == v.speedup.end()) return rejected_reward(cfg);
+  if (it == v.speedup.end()) return std::nullopt;
   const double s = it->second.median;
-  if (!std::isfinite(s) || s <= 0) return rejected_reward(cfg);
-
+  if (!std::isfinite(s) || s <= 0) return std::nullopt;
   if (cfg.kind == "log") return std::log(std::max(s, kLogRewardMinSpeedup));
   if (cfg.kind == "speedup") return s;
   return std::min(s, cfg.clip);
+}
+
+void check_penalties(const RewardConfig& cfg) {
+  if (!(cfg.deviation_weight >= 0) || !std::isfinite(cfg.deviation_weight))
+    KF_USAGE_ERROR("the deviation penalty's weight must be a finite number >= 0, got %g", cfg.deviation_weight);
+  if (!(cfg.length_weight >= 0) || !std::isfinite(cfg.length_weight))
+    KF_USAGE_ERROR("the length penalty's weight must be a finite number >= 0, got %g", cfg.length_weight);
+  if (cfg.length_weight > 0 && cfg.length_budget < 1)
+    KF_USAGE_ERROR("the length penalty needs a token budget of at least 1, got %lld", cfg.length_budget);
+}
+
+// The candidate's worst error over its bound, from the judge's checks; -1 when absent.
+double deviation_of(const Verdict& v) {
+  const nlohmann::json& d = v.details;
+  if (!d.is_object() || !d.contains("checks") || !d["checks"].is_object()) return -1;
+  const nlohmann::json& c = d["checks"];
+  if (!c.contains("worst_error_over_bound") || !c["worst_error_over_bound"].is_number()) return -1;
+  const double x = c["worst_error_over_bound"].get<double>();
+  return std::isfinite(x) && x >= 0 ? x : -1;
+}
+
+// A finite number >= 0, the whole text (surrounding spaces allowed).
+std::optional<double> weight_from(std::string_view text) {
+  const std::string t(trim(text));
+  if (t.empty()) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const double w = std::strtod(t.c_str(), &end);
+  if (errno != 0 || *end != '\0' || !std::isfinite(w) || !(w >= 0)) return std::nullopt;
+  return w;
+}
+
+}  // namespace
+
+double parse_deviation_penalty(const std::string& spec, const char* flag) {
+  const auto w = weight_from(spec);
+  if (!w)
+    KF_USAGE_ERROR("%s '%s': the weight must be a finite number >= 0 (0 is off), e.g. %s 0.1", flag, spec.c_str(),
+                   flag);
+  return *w;
+}
+
+std::pair<double, long long> parse_length_penalty(const std::string& spec, const char* flag) {
+  const size_t colon = spec.find(':');
+  std::optional<double> w;
+  std::optional<long long> budget;
+  if (colon != std::string::npos) {
+    w = weight_from(std::string_view(spec).substr(0, colon));
+    const std::string b(trim(std::string_view(spec).substr(colon + 1)));
+    char* end = nullptr;
+    errno = 0;
+    const long long n = b.empty() || !std::isdigit((unsigned char)b[0]) ? 0 : std::strtoll(b.c_str(), &end, 10);
+    if (!b.empty() && errno == 0 && end && *end == '\0' && n >= 1) budget = n;
+  }
+  if (!w || !budget)
+    KF_USAGE_ERROR("%s '%s': expected W:TOKENS, a weight W >= 0 and a token budget TOKENS >= 1 (a whole number), "
+                   "e.g. %s 0.5:2000",
+                   flag, spec.c_str(), flag);
+  return {*w, *budget};
+}
+
+void set_reward_penalties(RewardConfig& cfg, const std::string& deviation_spec, const std::string& length_spec) {
+  if (!deviation_spec.empty()) cfg.deviation_weight = parse_deviation_penalty(deviation_spec);
+  if (!length_spec.empty()) std::tie(cfg.length_weight, cfg.length_budget) = parse_length_penalty(length_spec);
+}
+
+nlohmann::json penalties_to_json(const RewardConfig& cfg) {
+  return {{"deviation_weight", cfg.deviation_weight},
+          {"length_weight", cfg.length_weight},
+          {"length_budget", cfg.length_budget}};
+}
+
+void penalties_from_json(const nlohmann::json& j, RewardConfig& cfg) {
+  if (!j.is_object()) return;
+  cfg.deviation_weight = j.value("deviation_weight", 0.0);
+  cfg.length_weight = j.value("length_weight", 0.0);
+  cfg.length_budget = j.value("length_budget", 0LL);
+  check_penalties(cfg);
+}
+
+long long count_code_tokens(std::string_view code) {
+  long long n = 0;
+  bool in_word = false;
+  for (const char ch : code) {
+    const unsigned char c = (unsigned char)ch;
+    const bool word = c >= 0x80 || c == '_' || std::isalnum(c);
+    if (word) {
+      if (!in_word) ++n;
+      in_word = true;
+      continue;
+    }
+    in_word = false;
+    if (!std::isspace(c)) ++n;
+  }
+  return n;
+}
+
+nlohmann::json to_json(const RewardParts& p) {
+  return {{"correct", p.correct},
+          {"speedup_term", p.speedup_term},
+          {"deviation", p.deviation >= 0 ? nlohmann::json(p.deviation) : nlohmann::json()},
+          {"deviation_penalty", p.deviation_penalty},
+          {"tokens", p.tokens >= 0 ? nlohmann::json(p.tokens) : nlohmann::json()},
+          {"length_penalty", p.length_penalty},
+          {"clamped", p.clamped},
+          {"total", p.total}};
+}
+
+RewardParts reward_parts(const Verdict& v, const RewardConfig& cfg, const std::string* source) {
+  // The configuration is checked first, so a bad one is reported even for incorrect verdicts.
+  check_reward_config(cfg);
+  check_penalties(cfg);
+  RewardParts p;
+  if (source) p.tokens = count_code_tokens(*source);
+  p.deviation = deviation_of(v);
+  const std::optional<double> term = speedup_term(v, cfg);
+  if (!term) {
+    p.speedup_term = p.total = rejected_reward(cfg);
+    return p;
+  }
+  p.correct = true;
+  p.speedup_term = *term;
+  if (cfg.deviation_weight > 0 && p.deviation >= 0) p.deviation_penalty = cfg.deviation_weight * p.deviation;
+  if (cfg.length_weight > 0) {
+    KF_CHECK(source, "the length penalty needs the candidate's source (compute_reward without it)");
+    const long long over = std::max(0LL, p.tokens - cfg.length_budget);
+    p.length_penalty = cfg.length_weight * double(over) / double(cfg.length_budget);
+  }
+  const double shaped = p.speedup_term - p.deviation_penalty - p.length_penalty;
+  // The speed-up term alone is never below the floor (ln 0.001 > -7; s > 0): only penalties clamp.
+  const double floor = std::min(correct_reward_floor(cfg), p.speedup_term);
+  p.clamped = shaped < floor;
+  p.total = p.clamped ? floor : shaped;
+  return p;
+}
+
+double compute_reward(const Verdict& v, const RewardConfig& cfg, const std::string& source) {
+  return reward_parts(v, cfg, &source).total;
+}
+
+double compute_reward(const Verdict& v, const RewardConfig& cfg) { return reward_parts(v, cfg, nullptr).total; }
+
+void apply_reward(Verdict& v, const RewardConfig& cfg, const std::string* source) {
+  const RewardParts p = reward_parts(v, cfg, source);
+  v.reward = p.total;
+  if (!v.details.is_object()) v.details = nlohmann::json::object();
+  v.details["reward"] = to_json(p);
 }
 
 }  // namespace kforge

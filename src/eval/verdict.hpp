@@ -3,6 +3,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "measure/stats.hpp"
@@ -80,17 +82,78 @@ Verdict verdict_from_json(const nlohmann::json& j);
 // (correct rewards are >= -6.91). Each floor lies at least 1 below every reward a correct
 // candidate can get, so a rejection never ranks above (or ties with) a correct answer, however
 // slow, in a group (GRPO advantages) or in exported training data.
+//
+// Shaped rewards (CUDA-L2's), both off by default, are taken off the speed-up term of a correct
+// candidate (after it, before any group normalisation):
+//   deviation penalty  W * d, where d is the candidate's worst error against the fp64 reference
+//                      divided by the tolerance's bound at that element (the verdict's
+//                      details.checks.worst_error_over_bound; 0 = exact, 1 = at the bound, which
+//                      is the most a correct candidate can have). At most W.
+//   length penalty     W * max(0, T - TOKENS) / TOKENS, where T is the number of tokens of the
+//                      candidate's code (count_code_tokens): W for every budget's worth of tokens
+//                      beyond the budget.
+// total = speed-up term - deviation penalty - length penalty, clamped from below to
+// correct_reward_floor(cfg) = rejected_reward(cfg) + 1 (-7 for "log", 0 otherwise), so a
+// penalised correct candidate still ranks at least 1 above every rejection. A rejected candidate
+// gets rejected_reward() whatever the penalties. reward_parts() returns every part (stored in a
+// verdict's details.reward by the evaluators), compute_reward() the total.
 struct RewardConfig {
   std::string kind = "log";
   std::string mode = "offline";
   double clip = 10.0;
+  double deviation_weight = 0;  // --deviation-penalty W (0: off)
+  double length_weight = 0;     // --length-penalty W:TOKENS (0: off)
+  long long length_budget = 0;  // its TOKENS (> 0 when length_weight > 0)
 };
 inline constexpr double kLogRewardMinSpeedup = 0.001;  // a correct candidate slower than 1000x counts as 1000x slower
 inline constexpr double kRejectedLogReward = -8.0;     // below ln(0.001) = -6.908
 inline constexpr double kRejectedSpeedupReward = -1.0; // "speedup" and "clipped": below every s > 0
 RewardConfig parse_reward(const std::string& spec);  // "log", "speedup", "clipped:5"
-double compute_reward(const Verdict& v, const RewardConfig& cfg);
 // The reward of a rejected candidate under `cfg` (see above); a usage error for an unknown kind.
 double rejected_reward(const RewardConfig& cfg);
+// The lowest reward a correct candidate can get once penalties are taken off: rejected_reward + 1.
+double correct_reward_floor(const RewardConfig& cfg);
+
+// "--deviation-penalty W": W a finite number >= 0 (0 is off). Usage error (naming `flag`) otherwise.
+double parse_deviation_penalty(const std::string& spec, const char* flag = "--deviation-penalty");
+// "--length-penalty W:TOKENS": W a finite number >= 0, TOKENS a whole number >= 1. Usage error otherwise.
+std::pair<double, long long> parse_length_penalty(const std::string& spec, const char* flag = "--length-penalty");
+// Sets cfg's penalties from the two flags' texts; an empty text leaves that penalty off. This is
+// all a front door (eval, optimize, serve) needs: the evaluators apply them.
+void set_reward_penalties(RewardConfig& cfg, const std::string& deviation_spec, const std::string& length_spec);
+// The penalties as stored with a run or a server ({"deviation_weight", "length_weight",
+// "length_budget"}) and read back; a missing key is off.
+nlohmann::json penalties_to_json(const RewardConfig& cfg);
+void penalties_from_json(const nlohmann::json& j, RewardConfig& cfg);
+
+// The tokens of a candidate's code, as the length penalty counts them: a maximal run of
+// identifier characters (ASCII letters, digits, '_', and every byte >= 0x80, so a UTF-8 word is
+// one token) is one token; every other character that is not white space (an operator, a bracket,
+// a quote, '#') is one token of its own; white space only separates. Comments and string contents
+// count like code (the model wrote them). "a->b += 0x1f;" is a - > b + = 0x1f ; = 8 tokens, and
+// "0.5f" is 0 . 5f = 3.
+long long count_code_tokens(std::string_view code);
+
+struct RewardParts {
+  bool correct = false;            // false: total is rejected_reward() and nothing else applies
+  double speedup_term = 0;         // the kind's reward of the speed-up alone (rejected_reward() when rejected)
+  double deviation = -1;           // worst error over bound; -1 when the verdict lacks it (no penalty)
+  double deviation_penalty = 0;
+  long long tokens = -1;           // count_code_tokens of the source; -1 when not counted
+  double length_penalty = 0;
+  bool clamped = false;            // the penalties would have gone below correct_reward_floor()
+  double total = 0;
+};
+nlohmann::json to_json(const RewardParts& p);
+
+// The reward of `v` under `cfg`, part by part; `source` is the candidate's code (only read when
+// the length penalty is on; for a correct verdict with a length penalty and no source it is an
+// internal error, never a silently unpenalised reward).
+RewardParts reward_parts(const Verdict& v, const RewardConfig& cfg, const std::string* source);
+double compute_reward(const Verdict& v, const RewardConfig& cfg, const std::string& source);
+// Without the source: for a rejection, or a config without a length penalty.
+double compute_reward(const Verdict& v, const RewardConfig& cfg);
+// Sets v.reward and v.details["reward"] (the parts) at once: what the evaluators call.
+void apply_reward(Verdict& v, const RewardConfig& cfg, const std::string* source);
 
 }  // namespace kforge

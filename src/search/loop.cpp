@@ -118,6 +118,7 @@ nlohmann::json to_json(const OptimizeOptions& o) {
           {"samples", o.eval.samples},
           {"reward", o.eval.reward.kind},
           {"reward_clip_kind", o.eval.reward.clip},
+          {"reward_penalties", penalties_to_json(o.eval.reward)},
           {"allow_streams", o.eval.scan.allow_streams},
           {"include_dirs", o.include_dirs},
           {"nvcc_flags", o.nvcc_flags}};
@@ -128,6 +129,7 @@ nlohmann::json to_json(const OptimizeOptions& o) {
                   {"trials", t.trials},         {"compile_timeout_s", t.compile_timeout_s},
                   {"import_timeout_s", t.import_timeout_s}, {"run_timeout_s", t.run_timeout_s},
                   {"reward", t.reward.kind},    {"reward_clip_kind", t.reward.clip},
+                  {"reward_penalties", penalties_to_json(t.reward)},
                   {"python", t.python},         {"allow_streams", t.allow_streams},
                   {"require_cuda_kernel", t.require_cuda_kernel}};
     j["torch"]["atol"] = t.atol ? nlohmann::json(*t.atol) : nlohmann::json();
@@ -152,6 +154,8 @@ void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
   o.eval.samples = j.value("samples", o.eval.samples);
   o.eval.reward.kind = j.value("reward", o.eval.reward.kind);
   o.eval.reward.clip = j.value("reward_clip_kind", o.eval.reward.clip);
+  // A run keeps the penalties it began with (a run stored before they existed has none).
+  penalties_from_json(j.value("reward_penalties", nlohmann::json::object()), o.eval.reward);
   o.eval.scan.allow_streams = j.value("allow_streams", o.eval.scan.allow_streams);
   o.include_dirs = j.value("include_dirs", o.include_dirs);
   o.nvcc_flags = j.value("nvcc_flags", o.nvcc_flags);
@@ -182,6 +186,7 @@ void apply_stored_options(const nlohmann::json& j, OptimizeOptions& o) {
     to.run_timeout_s = t.value("run_timeout_s", to.run_timeout_s);
     to.reward.kind = t.value("reward", to.reward.kind);
     to.reward.clip = t.value("reward_clip_kind", to.reward.clip);
+    penalties_from_json(t.value("reward_penalties", nlohmann::json::object()), to.reward);
     if (to.python.empty()) to.python = t.value("python", std::string());
     to.allow_streams = t.value("allow_streams", to.allow_streams);
     to.require_cuda_kernel = t.value("require_cuda_kernel", to.require_cuda_kernel);
@@ -679,8 +684,11 @@ class Loop {
       double score = std::min(c.score, score2);
       double reward = rejected_reward(reward_config());
       if (correct) {
+        // The lower measurement's reward, penalties included, with its parts where a trainer reads them.
         Verdict lower = score2 < c.score ? again : verdict_from_json(c.verdict);
-        reward = compute_reward(lower, reward_config());
+        const RewardParts parts = reward_parts(lower, reward_config(), &c.source);
+        reward = parts.total;
+        if (verdict.contains("details") && verdict["details"].is_object()) verdict["details"]["reward"] = to_json(parts);
       }
       if (correct && reviewer_) review(c, best_before, verdict, correct, score, reward);
       db_->record_verdict(c.id, verdict, correct, score, reward);
@@ -712,6 +720,11 @@ class Loop {
         correct = false;
         score = 0;
         reward = rejected_reward(reward_config());
+        if (verdict.contains("details") && verdict["details"].is_object()) {
+          Verdict flagged;  // the parts of a rejection: the floor, nothing else applies
+          flagged.reject(reason::kReviewerFlagged, "flagged");
+          verdict["details"]["reward"] = to_json(reward_parts(flagged, reward_config(), &c.source));
+        }
         verdict["correct"] = false;
         verdict["reasons"].push_back(reason::kReviewerFlagged);
         verdict["message"] = "the LLM reviewer judged this sudden winner a hack";

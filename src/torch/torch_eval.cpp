@@ -77,6 +77,8 @@ struct TorchEvaluator::Prepared {
   bool rejected = false;
   std::string build_dir;
   bool needs_build = false;
+  std::string source;  // the candidate's code, read once (the length penalty counts its tokens)
+  bool read = false;   // whether `source` was read (a missing file has none)
 };
 
 TorchEvaluator::TorchEvaluator(TorchEvalOptions opts) : opts_(std::move(opts)) {
@@ -135,7 +137,9 @@ TorchEvaluator::Prepared TorchEvaluator::prepare(const TorchJob& job) const {
   std::error_code ec;
   if (!fs::is_regular_file(job.task, ec)) return reject(reason::kTaskError, "no such task file: " + job.task);
   if (!fs::is_regular_file(job.candidate, ec)) return reject(reason::kMissingFile, "no such file: " + job.candidate);
-  const std::string source = read_whole(job.candidate);
+  p.source = read_whole(job.candidate);
+  p.read = true;
+  const std::string& source = p.source;
   if (source.size() > opts_.max_source_bytes)
     return reject(reason::kSourceTooLarge,
                   strf("the source has %zu bytes; the limit is %zu", source.size(), opts_.max_source_bytes));
@@ -231,7 +235,7 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
     v.candidate = jobs[i].candidate;
     v.details["task"] = jobs[i].task;
     if (build_seconds[i] >= 0) v.details["build_s"] = build_seconds[i];
-    v.reward = compute_reward(v, opts_.reward);
+    apply_reward(v, opts_.reward, prepared[i].read ? &prepared[i].source : nullptr);
     std::lock_guard<std::mutex> lock(progress_mutex);
     if (progress) progress(i, jobs.size(), v);
     out[i] = std::move(v);

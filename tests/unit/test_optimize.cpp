@@ -4,6 +4,7 @@
 // evaluator's verdicts for compiled candidates say so; everything before it is real.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "eval/verdict.hpp"
 #include "search/program_db.hpp"
 #include "../support/process.hpp"
 #include "../support/scripted_llm_server.hpp"
@@ -193,6 +195,61 @@ TEST(Optimize, IncludeDirsAndNvccFlagsAreStoredWithTheRun) {
   EXPECT_NE(again.err.find("stored with the run"), std::string::npos) << again.err;
   auto resumed = test::run_kforge("optimize --resume " + root + "/run --iterations 2");
   EXPECT_TRUE(ok(resumed)) << resumed.err;
+}
+
+// Shaped rewards (issue 16 item 2): bad --deviation-penalty / --length-penalty values are usage
+// errors of optimize and eval (one line naming the flag and the fix, nothing created); good ones
+// are stored with the run, and --resume rewards with the stored ones.
+TEST(Optimize, RewardPenaltiesAreCheckedFirstAndStoredWithTheRun) {
+  const std::string root = test::temp_dir();
+  const std::string task = std::string(KFORGE_SOURCE_DIR) + "/tasks/kforge/01_relu.py";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--deviation-penalty -1", "--deviation-penalty"},   {"--deviation-penalty nan", "--deviation-penalty"},
+      {"--deviation-penalty inf", "--deviation-penalty"},  {"--deviation-penalty 0.5x", "--deviation-penalty"},
+      {"--length-penalty 0.5", "--length-penalty"},        {"--length-penalty -1:100", "--length-penalty"},
+      {"--length-penalty nan:100", "--length-penalty"},    {"--length-penalty 0.5:0", "--length-penalty"},
+      {"--length-penalty 0.5:1.5", "--length-penalty"},    {"--length-penalty 1:2:3", "--length-penalty"},
+  };
+  for (const auto& [flags, named] : bad) {
+    for (const std::string& cmd :
+         {"optimize --task hgemm:64x64x64 --policy builtin " + flags + " --run-dir " + root + "/bad",
+          "eval hgemm --shape 64x64x64 " + flags + " --out " + root + "/bad/v.json " + root + "/none.cu",
+          "eval --task " + task + " " + flags + " --out " + root + "/bad.json " + root + "/none.py"}) {
+      auto r = test::run_kforge(cmd);
+      EXPECT_EQ(r.rc, 2) << cmd << "\n" << r.err;
+      EXPECT_NE(r.err.find(named), std::string::npos) << cmd << "\n" << r.err;
+      EXPECT_NE(r.err.find("e.g. " + named), std::string::npos) << cmd << "\n" << r.err;  // the fix
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << cmd << "\n" << r.err;
+      EXPECT_TRUE(r.out.empty()) << cmd;
+    }
+    EXPECT_FALSE(std::filesystem::exists(root + "/bad")) << flags;
+    EXPECT_FALSE(std::filesystem::exists(root + "/bad.json")) << flags;
+  }
+
+  auto r = test::run_kforge("optimize --task hgemm:64x64x64 --policy builtin --iterations 1 --group-size 1 "
+                            "--deviation-penalty 0.25 --length-penalty 0.5:3000 --run-dir " + root + "/run");
+  const auto ok = [](const test::ProcessResult& p) {
+    return p.rc == 0 || (p.rc == 1 && p.err.find("no candidate could be judged") != std::string::npos);
+  };
+  ASSERT_TRUE(ok(r)) << r.err;
+  {
+    ProgramDb db(root + "/run/kforge-search.db");
+    const auto run = db.latest_run();
+    ASSERT_TRUE(run);
+    const nlohmann::json want = {{"deviation_weight", 0.25}, {"length_weight", 0.5}, {"length_budget", 3000}};
+    EXPECT_EQ(run->config["reward_penalties"], want) << run->config.dump();
+    // Every judged candidate's verdict carries its reward's parts.
+    for (const CandidateRecord& c : db.candidates(run->id)) {
+      if (c.status == "pending") continue;
+      ASSERT_TRUE(c.verdict.contains("details") && c.verdict["details"].contains("reward")) << c.verdict.dump();
+      const nlohmann::json& parts = c.verdict["details"]["reward"];
+      EXPECT_EQ(parts["total"].get<double>(), c.reward) << parts.dump();
+      EXPECT_EQ(parts["tokens"].get<long long>(), count_code_tokens(c.source)) << parts.dump();
+    }
+  }
+  auto again = test::run_kforge("optimize --resume " + root + "/run --deviation-penalty 1");
+  EXPECT_EQ(again.rc, 2) << again.err;
+  EXPECT_NE(again.err.find("stored with the run"), std::string::npos) << again.err;
 }
 
 TEST(Optimize, UnreachableEndpointNeverEndsTheRun) {

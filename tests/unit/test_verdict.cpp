@@ -291,5 +291,199 @@ TEST(Reward, BadConfigIsAUsageErrorEvenForIncorrectVerdicts) {
   EXPECT_THROW(compute_reward(accepted(2.0), clip0), Error);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Shaped rewards (issue 16 item 2): --deviation-penalty W, --length-penalty W:TOKENS
+
+Verdict accepted_with_deviation(double speedup, double over_bound) {
+  Verdict v = accepted(speedup);
+  v.details["checks"] = {{"outputs_checked", 12}, {"worst_error_over_bound", over_bound}};
+  return v;
+}
+
+std::string code_of_tokens(int n) {  // n tokens: "x x x ..."
+  std::string s;
+  for (int i = 0; i < n; ++i) s += i ? " x" : "x";
+  return s;
+}
+
+TEST(RewardShaping, TokensAreWordsNumbersAndSinglePunctuationMarks) {
+  EXPECT_EQ(count_code_tokens(""), 0);
+  EXPECT_EQ(count_code_tokens(" \t\n\r "), 0);
+  EXPECT_EQ(count_code_tokens("a->b += 0x1f;"), 8);  // a - > b + = 0x1f ;
+  EXPECT_EQ(count_code_tokens("__global__ void k(float* x) { x[threadIdx.x] = 0.5f; }"), 21);  // 0.5f is 0 . 5f
+  EXPECT_EQ(count_code_tokens("// a comment counts\n#include <cuda.h>"), 12);
+  EXPECT_EQ(count_code_tokens("naïve größe"), 2);  // a UTF-8 word is one token
+  EXPECT_EQ(count_code_tokens("a  b\n\n\nc"), count_code_tokens("a b c"));  // white space only separates
+  EXPECT_EQ(count_code_tokens(code_of_tokens(1000)), 1000);
+}
+
+TEST(RewardShaping, OffByDefaultAndTheSameRewardAsBefore) {
+  const RewardConfig cfg = parse_reward("log");
+  EXPECT_EQ(cfg.deviation_weight, 0);
+  EXPECT_EQ(cfg.length_weight, 0);
+  const Verdict v = accepted_with_deviation(2.0, 0.9);
+  const std::string code = code_of_tokens(50000);
+  const RewardParts p = reward_parts(v, cfg, &code);
+  EXPECT_DOUBLE_EQ(p.total, std::log(2.0));
+  EXPECT_DOUBLE_EQ(p.speedup_term, std::log(2.0));
+  EXPECT_EQ(p.deviation_penalty, 0);
+  EXPECT_EQ(p.length_penalty, 0);
+  EXPECT_EQ(p.tokens, 50000);         // counted and shown even when not penalised
+  EXPECT_DOUBLE_EQ(p.deviation, 0.9);
+  EXPECT_FALSE(p.clamped);
+  EXPECT_EQ(compute_reward(v, cfg), compute_reward(v, cfg, code));
+}
+
+TEST(RewardShaping, DeviationPenaltyIsWTimesTheErrorOverTheBound) {
+  RewardConfig cfg = parse_reward("speedup");
+  set_reward_penalties(cfg, "0.5", "");
+  EXPECT_DOUBLE_EQ(cfg.deviation_weight, 0.5);
+  EXPECT_DOUBLE_EQ(compute_reward(accepted_with_deviation(2.0, 0.0), cfg), 2.0);    // exact: no penalty
+  EXPECT_DOUBLE_EQ(compute_reward(accepted_with_deviation(2.0, 0.25), cfg), 1.875);
+  EXPECT_DOUBLE_EQ(compute_reward(accepted_with_deviation(2.0, 1.0), cfg), 1.5);    // at the bound: W
+  // At the same speed, the more accurate candidate ranks higher.
+  EXPECT_GT(compute_reward(accepted_with_deviation(1.2, 0.01), cfg), compute_reward(accepted_with_deviation(1.2, 0.6), cfg));
+  // The PyTorch judge writes the same statistic (python/kforge_worker/judge.py).
+  const RewardParts p = reward_parts(accepted_with_deviation(2.0, 0.25), cfg, nullptr);
+  EXPECT_DOUBLE_EQ(p.speedup_term, 2.0);
+  EXPECT_DOUBLE_EQ(p.deviation, 0.25);
+  EXPECT_DOUBLE_EQ(p.deviation_penalty, 0.125);
+  EXPECT_EQ(p.tokens, -1);
+  EXPECT_DOUBLE_EQ(p.total, 1.875);
+  // A verdict without the statistic (judged before it existed) is not penalised, and says so.
+  const RewardParts none = reward_parts(accepted(2.0), cfg, nullptr);
+  EXPECT_EQ(none.deviation, -1);
+  EXPECT_EQ(none.deviation_penalty, 0);
+  EXPECT_TRUE(to_json(none)["deviation"].is_null());
+}
+
+TEST(RewardShaping, LengthPenaltyIsWPerBudgetBeyondTheBudget) {
+  RewardConfig cfg = parse_reward("log");
+  set_reward_penalties(cfg, "", "0.2:1000");
+  EXPECT_DOUBLE_EQ(cfg.length_weight, 0.2);
+  EXPECT_EQ(cfg.length_budget, 1000);
+  const Verdict v = accepted(2.0);
+  const double term = std::log(2.0);
+  EXPECT_DOUBLE_EQ(compute_reward(v, cfg, code_of_tokens(10)), term);
+  EXPECT_DOUBLE_EQ(compute_reward(v, cfg, code_of_tokens(1000)), term);  // at the budget: free
+  EXPECT_NEAR(compute_reward(v, cfg, code_of_tokens(1500)), term - 0.1, 1e-12);
+  EXPECT_NEAR(compute_reward(v, cfg, code_of_tokens(3000)), term - 0.4, 1e-12);
+  const std::string code = code_of_tokens(1500);
+  const RewardParts p = reward_parts(v, cfg, &code);
+  EXPECT_EQ(p.tokens, 1500);
+  EXPECT_NEAR(p.length_penalty, 0.1, 1e-12);
+  // Without the source a correct candidate's length cannot be judged: an error, never a free pass.
+  EXPECT_THROW(compute_reward(v, cfg), Error);
+  // Both penalties add up.
+  set_reward_penalties(cfg, "1", "");
+  Verdict both = accepted_with_deviation(2.0, 0.5);
+  const RewardParts q = reward_parts(both, cfg, &code);
+  EXPECT_NEAR(q.total, term - 0.5 - 0.1, 1e-12);
+  EXPECT_NEAR(q.total, q.speedup_term - q.deviation_penalty - q.length_penalty, 1e-15);
+}
+
+// Penalties never take a correct candidate down to (or below) a rejection: they stop at
+// correct_reward_floor() = rejected_reward() + 1, and a rejection stays lowest.
+TEST(RewardShaping, ARejectedCandidateStaysLowest) {
+  for (const char* kind : {"log", "speedup", "clipped:3"}) {
+    RewardConfig cfg = parse_reward(kind);
+    set_reward_penalties(cfg, "1000", "1000:10");
+    const double floor = rejected_reward(cfg);
+    EXPECT_EQ(correct_reward_floor(cfg), floor + 1) << kind;
+    const std::string huge = code_of_tokens(100000);
+    Verdict rejected = accepted_with_deviation(5.0, 0.0);
+    rejected.reject(reason::kWrongResult, "wrong");
+    const RewardParts r = reward_parts(rejected, cfg, &huge);
+    EXPECT_FALSE(r.correct);
+    EXPECT_EQ(r.total, floor) << kind;
+    EXPECT_EQ(r.deviation_penalty + r.length_penalty, 0) << kind;  // nothing is taken off a rejection
+    for (double s : {1e-9, 0.01, 0.5, 1.0, 3.0, 1e6}) {
+      for (double d : {0.0, 0.3, 1.0}) {
+        const RewardParts p = reward_parts(accepted_with_deviation(s, d), cfg, &huge);
+        EXPECT_GE(p.total, floor + 1) << kind << " " << s << "x, deviation " << d;
+        EXPECT_GT(p.total, r.total);
+        EXPECT_TRUE(p.clamped) << kind << " " << s;
+        EXPECT_EQ(to_json(p)["clamped"], true);
+      }
+    }
+    // A short exact candidate is not clamped, and its reward is its speed-up term.
+    const std::string tiny = code_of_tokens(5);
+    const RewardParts fine = reward_parts(accepted_with_deviation(2.0, 0.0), cfg, &tiny);
+    EXPECT_FALSE(fine.clamped) << kind;
+    EXPECT_EQ(fine.total, fine.speedup_term) << kind;
+  }
+}
+
+TEST(RewardShaping, ApplyRewardStoresThePartsInTheVerdict) {
+  RewardConfig cfg = parse_reward("log");
+  set_reward_penalties(cfg, "0.5", "1:100");
+  Verdict v = accepted_with_deviation(2.0, 0.5);
+  const std::string code = code_of_tokens(150);
+  apply_reward(v, cfg, &code);
+  const nlohmann::json& r = v.details.at("reward");
+  EXPECT_DOUBLE_EQ(r.at("speedup_term").get<double>(), std::log(2.0));
+  EXPECT_DOUBLE_EQ(r.at("deviation").get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(r.at("deviation_penalty").get<double>(), 0.25);
+  EXPECT_EQ(r.at("tokens").get<long long>(), 150);
+  EXPECT_DOUBLE_EQ(r.at("length_penalty").get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(r.at("total").get<double>(), v.reward);
+  EXPECT_NEAR(v.reward, std::log(2.0) - 0.75, 1e-12);
+  EXPECT_EQ(r.at("correct"), true);
+  // They survive the verdict's JSON form (the run database, --out, serve's store).
+  EXPECT_EQ(verdict_from_json(to_json(v)).details.at("reward"), r);
+}
+
+TEST(RewardShaping, BadValuesAreUsageErrorsNamingTheFlagAndTheFix) {
+  for (const char* bad : {"-1", "-0.5", "nan", "NaN", "inf", "-inf", "1e400", "abc", "1.5x", " ", "0x"}) {
+    RewardConfig cfg;
+    try {
+      set_reward_penalties(cfg, bad, "");
+      ADD_FAILURE() << "accepted --deviation-penalty '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage) << bad;
+      const std::string m = e.what();
+      EXPECT_NE(m.find("--deviation-penalty"), std::string::npos) << m;
+      EXPECT_NE(m.find("e.g. --deviation-penalty 0.1"), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  }
+  for (const char* bad : {"0.5", "0.5:", ":100", "-1:100", "nan:100", "inf:100", "0.5:0", "0.5:-3", "0.5:1.5",
+                          "0.5:abc", "0.5:100:7", "0.5:1e3", "0.5:99999999999999999999999", "x:y"}) {
+    RewardConfig cfg;
+    try {
+      set_reward_penalties(cfg, "", bad);
+      ADD_FAILURE() << "accepted --length-penalty '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage) << bad;
+      const std::string m = e.what();
+      EXPECT_NE(m.find("--length-penalty"), std::string::npos) << m;
+      EXPECT_NE(m.find("W:TOKENS"), std::string::npos) << m;
+      EXPECT_NE(m.find("e.g. --length-penalty 0.5:2000"), std::string::npos) << m;
+    }
+  }
+  // Good values, with 0 meaning off.
+  RewardConfig cfg;
+  set_reward_penalties(cfg, "0", "0:1");
+  EXPECT_EQ(cfg.deviation_weight, 0);
+  EXPECT_EQ(cfg.length_weight, 0);
+  set_reward_penalties(cfg, " 2.5 ", "3:4096");
+  EXPECT_DOUBLE_EQ(cfg.deviation_weight, 2.5);
+  EXPECT_DOUBLE_EQ(cfg.length_weight, 3);
+  EXPECT_EQ(cfg.length_budget, 4096);
+  // Stored and read back (a run's options, a server's).
+  RewardConfig back;
+  penalties_from_json(penalties_to_json(cfg), back);
+  EXPECT_EQ(back.deviation_weight, 2.5);
+  EXPECT_EQ(back.length_weight, 3);
+  EXPECT_EQ(back.length_budget, 4096);
+  // A hand-made config with a bad weight is refused when used, even for a rejection.
+  RewardConfig hand = parse_reward("log");
+  hand.deviation_weight = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(compute_reward(Verdict{}, hand), Error);
+  hand.deviation_weight = 0;
+  hand.length_weight = 1;  // without a budget
+  EXPECT_THROW(compute_reward(Verdict{}, hand), Error);
+}
+
 }  // namespace
 }  // namespace kforge
