@@ -1,6 +1,7 @@
 // The kforge command.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
   kforge::register_tasks(app);
   kforge::register_serve(app);
   kforge::register_data(app);
-  kforge::register_data(app);
+  kforge::register_corpus(app);
   CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks, tuning, export");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);
@@ -53,8 +54,12 @@ int main(int argc, char** argv) {
     if (e.kind() == kforge::ErrorKind::kInternal)
       std::fprintf(stderr, "kforge: (internal error raised at %s; please report it)\n", e.where().c_str());
     return e.kind() == kforge::ErrorKind::kUsage ? 2 : 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A file operation no check foresaw: the path and the system's reason, not the library's text.
+    std::fprintf(stderr, "kforge: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kforge: error: %s\n", e.what());
+    std::fprintf(stderr, "kforge: error: %s\n", kforge::plain_message(e.what()).c_str());
     return 1;
   }
   return 0;
