@@ -13,6 +13,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/shapes.hpp"
 #include "core/text.hpp"
 #include "eval/devices.hpp"
 #include "search/loop.hpp"
@@ -28,6 +29,7 @@ namespace {
 struct ServeCliOptions {
   std::vector<std::string> task_sets;
   std::string hgemm_shapes;
+  std::string hgemm_layouts = "nn";
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string port_file;
@@ -103,9 +105,19 @@ void run_serve(const ServeCliOptions& o) {
     eo.run_timeout_s = o.run_timeout;
     eo.compile.timeout_s = o.compile_timeout;
     eo.scan.allow_streams = o.allow_streams;
-    for (const std::string& spec : split(o.hgemm_shapes, ',')) {
-      if (trim(spec).empty()) continue;
-      const std::string id = "hgemm:" + std::string(trim(spec));
+    std::vector<std::string> specs;
+    if (o.hgemm_shapes.find(':') != std::string::npos) {
+      for (const std::string& spec : split(o.hgemm_shapes, ','))
+        if (!trim(spec).empty()) specs.push_back(std::string(trim(spec)));
+    } else {  // "grid" (CUDA-L2's 1,000 shapes), a list, or a file of shapes; each in every --hgemm-layouts
+      for (const Shape& sh : resolve_shapes(o.hgemm_shapes))
+        for (const std::string& layout : split(o.hgemm_layouts, ','))
+          if (!trim(layout).empty())
+            specs.push_back(strf("%lldx%lldx%lld", (long long)sh.m, (long long)sh.n, (long long)sh.k) +
+                            (trim(layout) == "nn" ? "" : ":" + std::string(trim(layout))));
+    }
+    for (const std::string& spec : specs) {
+      const std::string id = "hgemm:" + spec;
       service.add_task(make_hgemm_task(id, parse_hgemm_task(id), eo));
     }
   }
@@ -181,7 +193,11 @@ void register_serve(CLI::App& app) {
                   "listing of 'kforge tasks import'); its task ids (e.g. 01_relu, level1/1) are what clients name. "
                   "Repeatable");
   cmd->add_option("--hgemm-shapes", o->hgemm_shapes,
-                  "HGEMM problems MxNxK[:nn|tn][:f32|f16], comma separated; task ids 'hgemm:MxNxK[...]'");
+                  "HGEMM problems: MxNxK[:nn|tn][:f32|f16],... (task ids 'hgemm:MxNxK[...]'), or 'grid' (CUDA-L2's "
+                  "1,000 shapes) or a file of shapes, each in every --hgemm-layouts");
+  cmd->add_option("--hgemm-layouts", o->hgemm_layouts,
+                  "Layouts for --hgemm-shapes grid or a file: nn,tn (ids of tn problems end in ':tn')")
+      ->capture_default_str();
   cmd->add_option("--host", o->host, "Address to bind (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", o->port, "Port (0: any free port; the chosen one is printed)")->capture_default_str();
   cmd->add_option("--port-file", o->port_file, "Write the bound port to this file once listening");

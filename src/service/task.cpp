@@ -1,6 +1,8 @@
 #include "service/task.hpp"
 
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "compile/compile.hpp"
 #include "core/error.hpp"
@@ -15,6 +17,19 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // HGEMM problems
+
+// One compile service per set of compile options (constructing one runs nvcc and the host
+// compiler to learn their versions: a grid of 2,000 problems must not do that 2,000 times).
+std::shared_ptr<CompileService> shared_compiler(const CompileOptions& c) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<CompileService>> by_key;
+  const std::string key = dump_json({c.nvcc, c.arch, c.include_dirs, c.extra_flags, c.cutlass, c.timeout_s,
+                                     c.max_source_bytes, c.max_log_bytes, c.cache_dir});
+  std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<CompileService>& s = by_key[key];
+  if (!s) s = std::make_shared<CompileService>(c);
+  return s;
+}
 
 class HgemmJudge : public SlotJudge {
  public:
@@ -34,7 +49,7 @@ class HgemmJudge : public SlotJudge {
 class HgemmTask : public EvalTask {
  public:
   HgemmTask(const std::string& id, const HgemmProblem& p, const EvalOptions& o)
-      : EvalTask(id), problem_(p), opts_(o), compiler_(std::make_shared<CompileService>(o.compile)) {
+      : EvalTask(id), problem_(p), opts_(o), compiler_(shared_compiler(o.compile)) {
     seed_ = read_file(std::string(KFORGE_DATA_DIR) + "/seeds/hgemm_naive.cu");
     key_ = "hgemm/" + sha256_hex(dump_json({{"modes", o.modes},
                                             {"samples", o.samples},

@@ -494,6 +494,17 @@ TEST(ServeHttp, HgemmTasksByIdOverHttp) {
   EXPECT_EQ(res[1]["reasons"][0], kInvalidCompletion) << res[1].dump(1);
   EXPECT_NE(res[1]["message"].get<std::string>().find("seed"), std::string::npos);
   EXPECT_EQ(c.Post("/v1/score", dump_json(items({{"hgemm:32x32x32", stream, "g3"}})), "application/json")->status, 404);
+  srv.kill(SIGTERM);
+  // CUDA-L2's grid as a task set: 1,000 shapes in both layouts.
+  ServeProcess grid("", test::temp_dir() + "/g.db", {"--hgemm-shapes", "grid", "--hgemm-layouts", "nn,tn", "--arch", "sm_90a"});
+  ASSERT_GT(grid.port(), 0) << grid.log();
+  auto g = grid.client();
+  EXPECT_EQ(body_of(g.Get("/v1/health"))["tasks"], 2000);
+  auto listed = body_of(g.Get("/v1/tasks"));
+  std::set<std::string> ids;
+  for (const auto& t : listed["tasks"]) ids.insert(t["id"].get<std::string>());
+  EXPECT_TRUE(ids.count("hgemm:16384x64x12288:tn"));
+  EXPECT_TRUE(ids.count("hgemm:64x64x64"));
 }
 
 TEST(ServeHttp, ScoresRealCandidatesEndpointsAndRepeatsFromTheStore) {
