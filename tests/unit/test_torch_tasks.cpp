@@ -590,6 +590,42 @@ TEST(TorchWorkerCpu, TaskSetBatchWritesMetrics) {
   EXPECT_EQ(nlohmann::json::parse(read_file(dir + "/v.json")).size(), 2u);
 }
 
+// Shaped rewards (issue 16 item 2): the PyTorch judge writes checks.worst_error_over_bound (the
+// worst error against the fp64 reference over its element's bound), and the deviation penalty
+// takes W times it off the reward; an exact candidate has none.
+TEST(TorchWorkerCpu, DeviationPenaltyReadsTheJudgesErrorOverBound) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string dir = test::temp_dir();
+  // Summing two halves apart rounds differently from eager's sum: inexact, well inside the bound.
+  write(dir + "/halves.py",
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self, *args):\n"
+        "        super().__init__()\n\n    def forward(self, x):\n        h = x.shape[1] // 2\n"
+        "        return torch.sum(x[:, :h], dim=1) + torch.sum(x[:, h:], dim=1)\n");
+  write(dir + "/exact.py", read_file(kCorpus + "/honest_cpu/relu_clamp.py"));
+  TorchEvalOptions o;
+  o.device = "cpu";
+  o.samples = 3;
+  o.trials = 1;
+  o.cache_dir = dir + "/cache";
+  o.reward = parse_reward("log");
+  o.reward.mode = "eager";
+  set_reward_penalties(o.reward, "2", "");
+  TorchEvaluator ev(o);
+  const auto v = ev.evaluate_batch({{kSource + "/tasks/kforge/03_row_sum.py", dir + "/halves.py"},
+                                    {kSource + "/tasks/kforge/01_relu.py", dir + "/exact.py"}});
+  ASSERT_TRUE(v[0].correct) << v[0].message;
+  ASSERT_TRUE(v[1].correct) << v[1].message;
+  const double d = v[0].details.at("checks").at("worst_error_over_bound").get<double>();
+  EXPECT_GT(d, 0.0);
+  EXPECT_LE(d, 1.0);
+  const nlohmann::json& parts = v[0].details.at("reward");
+  EXPECT_DOUBLE_EQ(parts.at("deviation").get<double>(), d);
+  EXPECT_NEAR(parts.at("deviation_penalty").get<double>(), 2 * d, 1e-12);
+  EXPECT_NEAR(v[0].reward, std::log(v[0].speedup.at("eager").median) - 2 * d, 1e-9);
+  EXPECT_EQ(v[1].details.at("checks").at("worst_error_over_bound").get<double>(), 0.0);  // relu is exact
+  EXPECT_EQ(v[1].details.at("reward").at("deviation_penalty").get<double>(), 0.0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The command line
 
