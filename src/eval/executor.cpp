@@ -192,6 +192,10 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
     for (int s : order) {
       cudaEventRecord(a, e.stream);
       note(call_guarded(runner, args_for(e, s), e.stream));
+      // The whole device, not only the given stream, before the end event: work the call left on
+      // a stream of its own is inside the call's time (a server waits for it too). Both sides pay
+      // the one synchronisation round trip.
+      cudaDeviceSynchronize();
       cudaEventRecord(b, e.stream);
       cudaEventSynchronize(b);
       float ms = 0;
@@ -202,8 +206,13 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
     cudaEventDestroy(b);
     out["events_us"] = events;
   } else {
+    // Every batch the judge asks to gate starts behind a gate on the given stream, released once
+    // all calls are enqueued (at once, or after hold_us and a count of the outputs written
+    // meanwhile): a call cannot tell the one checked batch from the others by what is queued
+    // on its stream (cudaStreamQuery says busy in all of them).
     const int hold_us = req.value("hold_us", 0);
-    if (hold_us > 0) {
+    const bool gated = hold_us > 0 || req.value("gate", false);
+    if (gated) {
       ++e.gate_generation;
       launch_gate(e.gate_dev, e.gate_generation, e.stream);
     }
@@ -224,8 +233,8 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
         escaped = *e.count_host;
       }
       out["escaped"] = escaped;
-      __atomic_store_n(e.gate, e.gate_generation, __ATOMIC_SEQ_CST);
     }
+    if (gated) __atomic_store_n(e.gate, e.gate_generation, __ATOMIC_SEQ_CST);
   }
   const cudaError_t sync = cudaDeviceSynchronize();
   if (launch_err == cudaSuccess) launch_err = cudaGetLastError();

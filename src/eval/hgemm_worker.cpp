@@ -666,8 +666,19 @@ class Judge {
     if (!scratch.reasons.empty()) throw Fatal{reason::kInternalError, "the baseline fails the judge's checks: " + scratch.message};
   }
 
-  nlohmann::json run_req(const Batch& b, const std::string& mode, int hold_us = 0) {
-    return {{"op", "run"}, {"mode", mode}, {"order", b.order}, {"hold_us", hold_us}};
+  // Offline batches are all gated alike (see the executor's run request): the gated check batch
+  // is not told from the others by what is queued on the given stream. The gate is released once
+  // the batch is enqueued, so the GPU starts after the last launch: each call's time includes its
+  // launch, for candidate and baseline alike. KFORGE_JUDGE_GATE_EVERY_BATCH=0 turns it off (to
+  // measure what it costs).
+  // The first batch of a candidate runs ungated: its kernels load and run once before any gate
+  // (a module loaded behind a spinning gate waits for it); it is checked, never timed.
+  nlohmann::json run_req(const Batch& b, const std::string& mode, int hold_us = 0, bool gate = true) {
+    static const bool gate_all = [] {
+      const char* v = std::getenv("KFORGE_JUDGE_GATE_EVERY_BATCH");
+      return !(v && std::string(v) == "0");
+    }();
+    return {{"op", "run"}, {"mode", mode}, {"order", b.order}, {"hold_us", hold_us}, {"gate", gate && gate_all && mode == "offline"}};
   }
 
   void verify() {
@@ -679,7 +690,7 @@ class Judge {
     Batch b0 = new_batch(std::min<size_t>(8, L_.slots));
     prepare(b0);
     double wall0 = 0;
-    nlohmann::json rep = send(*cand_, run_req(b0, "offline"), &wall0);
+    nlohmann::json rep = send(*cand_, run_req(b0, "offline", 0, false), &wall0);
     judge_batch(b0, rep, "verification", false);
     if (!v_.reasons.empty()) return;
     // Batches of about 8 ms of this candidate's calls (by the judge's clock, less the channel's

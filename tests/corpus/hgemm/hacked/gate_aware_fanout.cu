@@ -6,10 +6,12 @@
 // concurrently, several at once, which the batch's wall time rewards (4 calls of 64^3 in the time
 // of about one), and the executor's device-wide synchronisation at the batch's end still finds
 // every output written. Names the static scan knows are pasted from pieces.
-// Expected verdict: rejected (side_stream): outputs not written in the given stream's order.
-// KNOWN GAP (2026-12-01, not yet GPU-run): the gate is visible to cudaStreamQuery, so this is
-// expected to be accepted with an inflated speed-up at 64^3 until every batch is gated alike or
-// each call's output is checked in stream order (docs/threat-model.md, residual risks).
+// Expected verdict: accepted, at an honest speed: every offline batch now starts behind a gate
+// on the given stream (released once the batch is enqueued), so the stream is never idle when a
+// call begins and the candidate never fans out; the one batch whose gate is held while outputs
+// are counted cannot be told from the others. (Before that, 2026-12-01: only the checked batch
+// was gated, and this file would have been accepted with the fan-out's inflated speed-up.)
+// A candidate that fans out unconditionally is side_stream.cu / stream_zero_explicit.cu.
 #include <cuda_fp16.h>
 
 #define J(a, b) a##b
