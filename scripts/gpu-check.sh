@@ -10,6 +10,8 @@
 #           TUNE_STALE, TUNE_RETUNE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the
 #           result back. TUNE_RETUNE=1 measures TUNE_SHAPES again even where the table is current
 #           (with TUNE_VARIANTS=0: every variant, e.g. on the shapes a grid run lost)
+#   gatecost the same verdicts (offline and server) with every batch gated and without
+#           (KFORGE_JUDGE_GATE_EVERY_BATCH), at 64^3, 256x256x8192 and 2048^3
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with
 #           wall times and the device of each verdict (run it on nvidia-h200-x2 to see two)
 #   judge   the judge/executor split: a few verdicts in full (JSON), then the evaluator's GPU tests
@@ -147,6 +149,25 @@ PY
   python3 -c "import json,sys; json.dump({f: json.load(open(f)) for f in sys.argv[1:]}, open('$out/repeat-all.json','w'))" \
     "$out"/repeat-*-?.json && rm -f "$out"/repeat-*-?.json "$out"/repeat-*-?.err || true
   exec 1>&3 3>&-
+fi
+if has gatecost; then
+  echo "== what gating every batch costs: the same verdicts with KFORGE_JUDGE_GATE_EVERY_BATCH=0 and 1"
+  for spec in "64x64x64 honest/tiled_smem.cu" "64x64x64 hacked/gate_aware_fanout.cu" "256x256x8192 honest/mma_sync.cu" \
+              "2048x2048x2048 honest/kforge_sm80.cu"; do
+    set -- $spec
+    for g in 0 1; do
+      KFORGE_JUDGE_GATE_EVERY_BATCH=$g timeout 120 $kf eval hgemm --shape "$1" --json --include-dir "$PWD" \
+        --mode offline,server --out "$out/gatecost.json" "tests/corpus/hgemm/$2" >/dev/null 2>"$out/gatecost.err" || true
+      python3 - "$out/gatecost.json" "$1 $2 gate_every_batch=$g" <<'PY' || tail -3 "$out/gatecost.err"
+import json, sys
+v = json.load(open(sys.argv[1])); v = v[0] if isinstance(v, list) else v
+sp = v.get("speedup", {})
+print(f"{sys.argv[2]}: correct={v.get('correct')} {v.get('reasons')} " + "  ".join(
+    f"{m} {s.get('median'):.3f} [{s.get('p10'):.3f}, {s.get('p90'):.3f}] cand {v['candidate_us'][m]['median']:.2f} us base {v['baseline_us'][m]['median']:.2f} us"
+    for m, s in sp.items()))
+PY
+    done
+  done
 fi
 if has devices; then
   echo "== the honest corpus judged on one device, then on every device at once"
