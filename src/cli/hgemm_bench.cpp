@@ -101,6 +101,8 @@ BenchPlan make_plan(const BenchOptions& o) {
     p.baselines.push_back("ours");
   if (p.baselines.empty()) KF_USAGE_ERROR("no baseline given");
   if (o.max_variants < 0) KF_USAGE_ERROR("--max-variants must be 0 (all) or positive");
+  if (!o.table.empty() && !std::filesystem::exists(o.table))
+    KF_USAGE_ERROR("--table %s: no such dispatch table", o.table.c_str());
   if (!o.table.empty()) check_input_file("--table", o.table);
   if (!o.tune_out.empty()) {
     if (!ends_with(o.tune_out, ".json")) KF_USAGE_ERROR("--out '%s' must end in .json (a dispatch table)", o.tune_out.c_str());
@@ -642,6 +644,8 @@ void run_variants(const VariantsOptions& o) {
   if (shape && (all_layouts || all_accs))
     KF_USAGE_ERROR("--shape needs one --layout (nn or tn) and one --acc (f32 or f16)");
   if (!o.table.empty() && !shape) KF_USAGE_ERROR("--table needs --shape");
+  if (!o.table.empty() && !std::filesystem::exists(o.table))
+    KF_USAGE_ERROR("--table %s: no such dispatch table", o.table.c_str());
   if (!o.table.empty()) check_input_file("--table", o.table);
 
   const std::optional<std::string> no_gpu = gpu_unavailable_reason();

@@ -130,7 +130,7 @@ void run_export(const ExportOptions& o) {
   std::string origin = "none (heuristic only)";
   const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
   const std::string table_path = !o.table.empty() ? o.table : fs::exists(shipped) ? shipped : "";
-  if (!o.table.empty()) check_input_file("--table", o.table);
+  if (!o.table.empty() && fs::exists(o.table)) check_input_file("--table", o.table);  // a folder, a device
   if (!table_path.empty()) {
     table = DispatchTable::load(table_path);
     origin = table_path;
