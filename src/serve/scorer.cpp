@@ -307,8 +307,21 @@ size_t Scorer::recover() {
       count(j, "invalid");
       continue;
     }
-    start(r, e.how);
     ++n;
+    const std::string key = r.task_id + "/" + r.code_sha;
+    if (auto lead = by_code_.find(key); opts_.reuse_verdicts && lead != by_code_.end()) {
+      // The same code pending twice (reused before the kill): judged once, answered for both.
+      auto follower = std::make_shared<InFlight>();
+      follower->request_id = r.request_id;
+      follower->task_id = r.task_id;
+      follower->code_sha = r.code_sha;
+      follower->how = e.how;
+      follower->future = follower->promise.get_future().share();
+      lead->second->followers.push_back(follower);
+      by_request_[r.request_id] = follower;
+      continue;
+    }
+    start(r, e.how);
   }
   return n;
 }

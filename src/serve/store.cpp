@@ -141,7 +141,7 @@ std::optional<nlohmann::json> ServeStore::judged_result(const std::string& task_
 
 std::vector<ServeRecord> ServeStore::pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  Statement s(db_, "SELECT " KF_SERVE_COLUMNS " FROM requests WHERE state = 'pending' ORDER BY accepted_at");
+  Statement s(db_, "SELECT " KF_SERVE_COLUMNS " FROM requests WHERE state = 'pending' ORDER BY accepted_at, rowid");
   std::vector<ServeRecord> out;
   while (s.step()) out.push_back(row(s));
   return out;

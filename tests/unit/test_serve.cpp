@@ -686,10 +686,11 @@ TEST(ServeHttp, KillNineRestartLosesNothingScoresNothingTwice) {
   for (int i = 0; i < 6; ++i) list.push_back({"01_relu", threaded(strf("k%d", i)), strf("k%d", i)});
   list.push_back({"01_relu", kHonest, "honest"});
   list.push_back({"01_relu", "no code", "none"});
+  list.push_back({"01_relu", kHonest, "honest-again"});  // the same code: answered with honest's verdict
   std::string job_id;
   std::map<std::string, nlohmann::json> done_before;
   {
-    ServeProcess srv(set, store);
+    ServeProcess srv(set, store, {"--reuse-verdicts"});
     ASSERT_GT(srv.port(), 0) << srv.log();
     auto c = srv.client();
     // The honest candidate goes first so that it is being judged when the server dies.
@@ -711,7 +712,7 @@ TEST(ServeHttp, KillNineRestartLosesNothingScoresNothingTwice) {
       if (r->state == "done") done_before[id] = r->result;
     }
   }
-  ServeProcess srv(set, store);
+  ServeProcess srv(set, store, {"--reuse-verdicts"});
   ASSERT_GT(srv.port(), 0) << srv.log();
   EXPECT_NE(srv.log().find("judged again"), std::string::npos) << srv.log();
   auto c = srv.client();
@@ -725,6 +726,7 @@ TEST(ServeHttp, KillNineRestartLosesNothingScoresNothingTwice) {
     EXPECT_EQ(res[i]["status"], "done");
   }
   EXPECT_TRUE(res[0]["correct"]) << res[0].dump(1);
+  EXPECT_EQ(res.back()["reward"], res[0]["reward"]);  // honest-again: honest's verdict
   auto polled = body_of(c.Get(("/v1/jobs/" + job_id).c_str()));
   EXPECT_EQ(polled["state"], "done") << polled.dump(1);
   srv.kill(SIGTERM);
@@ -740,6 +742,8 @@ TEST(ServeHttp, KillNineRestartLosesNothingScoresNothingTwice) {
       EXPECT_LE(row->attempts, 2) << id;  // judged at most once more, after the restart
     }
   }
+  EXPECT_EQ(s.get("honest-again")->attempts, 0);  // never judged itself
+  EXPECT_EQ(s.get("honest-again")->origin, "reused");
 }
 
 }  // namespace
