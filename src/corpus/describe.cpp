@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <cctype>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/text.hpp"
+#include "corpus/chunker.hpp"
 #include "corpus/index.hpp"
 
 namespace kforge {
@@ -33,12 +36,48 @@ std::string cut(const std::string& s, size_t n) {
   return s.substr(0, e) + "\n// ... (cut)";
 }
 
+// The words a chunk is retrieved by: its identifiers outside comments, strings and preprocessor
+// lines (licence headers would otherwise make every file's first chunk the nearest of every other),
+// without C++ keywords and words shorter than 3 characters, in order of first appearance.
+std::string retrieval_words(const std::string& text) {
+  static const std::set<std::string> keywords = {
+      "alignas", "alignof", "auto", "bool", "break", "case", "catch", "char", "class", "const", "constexpr",
+      "const_cast", "continue", "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum",
+      "explicit", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable",
+      "namespace", "new", "noexcept", "nullptr", "operator", "private", "protected", "public", "register",
+      "reinterpret_cast", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
+      "struct", "switch", "template", "this", "throw", "true", "try", "typedef", "typename", "union", "unsigned",
+      "using", "virtual", "void", "volatile", "while", "std", "size_t", "__device__", "__host__", "__global__",
+      "__forceinline__", "requires", "concept", "consteval", "constinit"};
+  const std::string m = mask_source(text);
+  std::string out;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < m.size();) {
+    const unsigned char c = static_cast<unsigned char>(m[i]);
+    if (std::isdigit(c)) {  // a number with its suffix (1.0f, 0x10u): not a word
+      while (i < m.size() && (std::isalnum(static_cast<unsigned char>(m[i])) || m[i] == '_')) ++i;
+      continue;
+    }
+    if (!(std::isalpha(c) || c == '_')) {
+      ++i;
+      continue;
+    }
+    size_t e = i;
+    while (e < m.size() && (std::isalnum(static_cast<unsigned char>(m[e])) || m[e] == '_')) ++e;
+    std::string w = m.substr(i, e - i);
+    i = e;
+    if (w.size() < 3 || keywords.count(w) || !seen.insert(w).second) continue;
+    out += w + " ";
+  }
+  return out;
+}
+
 }  // namespace
 
 ChatRequest describe_request(const CorpusIndex& index, const CorpusChunk& chunk, const DescribeOptions& o,
                              std::vector<std::string>* context_ids) {
   const std::vector<CorpusChunk> ctx =
-      o.context > 0 ? index.search(fts_query(chunk.text, /*all=*/false), o.context, {chunk.id})
+      o.context > 0 ? index.search(fts_query(retrieval_words(chunk.text), /*all=*/false), o.context, {chunk.id})
                     : std::vector<CorpusChunk>{};
   std::string user;
   if (!ctx.empty()) {

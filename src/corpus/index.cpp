@@ -82,6 +82,18 @@ std::string fts_query(const std::string& words, bool all, size_t max_terms) {
 }
 
 CorpusIndex::CorpusIndex(const std::string& path) : db_(path, "corpus database") {
+  if (sqlite3_compileoption_used("ENABLE_FTS5") == 0) {
+    // Some builds register FTS5 without the compile option: ask for the module itself.
+    sqlite3_stmt* st = nullptr;
+    const bool has = sqlite3_prepare_v2(db_.handle(), "SELECT * FROM pragma_module_list WHERE name = 'fts5'", -1,
+                                        &st, nullptr) == SQLITE_OK &&
+                     sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (!has)
+      KF_RUNTIME_ERROR("the SQLite library kforge uses (%s) has no FTS5 module, which the corpus index needs; "
+                       "install an SQLite built with FTS5 (Debian's and Ubuntu's libsqlite3 are)",
+                       sqlite3_libversion());
+  }
   db_.migrate(kMigrations, "use a newer kforge or build the corpus again");
 }
 
