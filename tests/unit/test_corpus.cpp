@@ -25,9 +25,12 @@
 
 #include "../support/process.hpp"
 #include "../support/scripted_llm_server.hpp"
+#include "compile/compile.hpp"
+#include "corpus/build.hpp"
 #include "corpus/chunker.hpp"
 #include "corpus/dedup.hpp"
 #include "corpus/licence.hpp"
+#include "search/program_db.hpp"
 
 namespace kforge {
 namespace {
@@ -66,6 +69,8 @@ std::string function_named(const std::string& name, int salt) {
   s += "}\n\n";
   return s;
 }
+
+bool ends_with_aten(const std::string& d) { return d.size() >= 12 && d.substr(d.size() - 12) == "include/ATen"; }
 
 const char* kMit =
     "MIT License\n\nCopyright (c) 2024 Fixture Authors\n\nPermission is hereby granted, free of charge, to any person "
@@ -369,6 +374,72 @@ TEST(CorpusBuild, MachineCudaHeaders) {
   EXPECT_EQ(q.rc, 0);
   EXPECT_NE(q.out.find("1. "), std::string::npos) << q.out;
   fs::remove_all(root);
+}
+
+TEST(CorpusBuild, AcceptedCandidatesOfARunDatabase) {
+  const fs::path root = test::temp_dir();
+  const fs::path run = root / "run";
+  fs::create_directories(run);
+  {
+    ProgramDb db((run / "kforge-search.db").string());
+    const int64_t r = db.create_run("hgemm:256x256x256:tn", json::object());
+    CandidateRecord good;
+    good.run_id = r;
+    good.policy = "llm:m";
+    good.source = "#include <cuda_fp16.h>\n" + function_named("accepted_candidate_kernel", 7);
+    const int64_t g = db.add_candidate(good);
+    db.record_verdict(g, json{{"correct", true}}, true, 1.5, 0.4);
+    CandidateRecord bad = good;
+    bad.source = "#include <cuda_fp16.h>\n" + function_named("rejected_candidate_kernel", 8);
+    const int64_t b = db.add_candidate(bad);
+    db.record_verdict(b, json{{"correct", false}}, false, 0, -8);
+    CandidateRecord py = good;
+    py.language = "python";
+    py.source = "class ModelNew: pass\n";
+    db.record_verdict(db.add_candidate(py), json{{"correct", true}}, true, 1.1, 0.1);
+  }
+  const auto r = run_kforge("corpus build --installed none --run-db " + run.string() + " --out " +
+                            (root / "c").string());
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const auto chunks = read_jsonl((root / "c" / "corpus.jsonl").string());
+  ASSERT_EQ(chunks.size(), 1u);  // the correct CUDA candidate only
+  EXPECT_NE(chunks[0]["text"].get<std::string>().find("accepted_candidate_kernel"), std::string::npos);
+  EXPECT_EQ(chunks[0]["package"], "kforge-candidates");
+  EXPECT_NE(chunks[0]["origin"].get<std::string>().find("kforge-search.db#candidate/1:"), std::string::npos)
+      << chunks[0]["origin"];
+  EXPECT_EQ(chunks[0]["licence"], "unknown");
+  fs::remove_all(root);
+}
+
+TEST(CorpusBuild, FindsTheInstalledSourcesOrSaysWhyNot) {
+  CorpusBuildOptions o;
+  std::vector<std::string> notes;
+  const auto roots = corpus_roots(o, &notes);
+  std::map<std::string, std::vector<SourceRoot>> by;
+  for (const SourceRoot& r : roots) by[r.package].push_back(r);
+  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
+  ASSERT_EQ(by["kforge"].size(), 1u);  // this source tree
+  EXPECT_TRUE(fs::is_regular_file(fs::path(by["kforge"][0].dir) / "dispatch.cpp"));
+  auto noted = [&](const char* what) {
+    return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.rfind(what, 0) == 0; });
+  };
+  // Each other source is either found or named in a note.
+  EXPECT_TRUE(!by["cuda-toolkit"].empty() || noted("cuda:"));
+  EXPECT_TRUE(!by["cutlass"].empty() || noted("cutlass:"));
+  EXPECT_TRUE(!by["torch"].empty() || noted("torch:"));
+  if (!by["cuda-toolkit"].empty()) EXPECT_FALSE(by["cccl"].empty());
+  if (!find_cutlass_include_dirs().empty()) {
+    ASSERT_FALSE(by["cutlass"].empty());
+    if (!by["cutlass"][0].licence_file.empty())
+      EXPECT_EQ(licence_from_text(slurp(by["cutlass"][0].licence_file)), "BSD-3-Clause");
+  }
+  for (const SourceRoot& t : by["torch"]) {
+    EXPECT_TRUE(ends_with_aten(t.dir)) << t.dir;
+    EXPECT_FALSE(t.licence_file.empty());
+  }
+  for (const auto& [package, rs] : by)
+    for (const SourceRoot& r : rs) std::printf("%s: %s (licence file: %s)\n", package.c_str(), r.dir.c_str(),
+                                               r.licence_file.empty() ? "none" : r.licence_file.c_str());
 }
 
 // ---------------------------------------------------------------------------------------------
