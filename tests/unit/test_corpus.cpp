@@ -614,5 +614,50 @@ TEST(CorpusDescribe, KillNineMidwayThenRerunLosesAndDuplicatesNothing) {
   fs::remove_all(root);
 }
 
+TEST(CorpusDescribe, CtrlCStopsAfterTheCallsInFlightAndWritesWhatIsStored) {
+  no_proxy_for_loopback();
+  const fs::path root = test::temp_dir();
+  std::string src;
+  for (int i = 0; i < 30; ++i) src += function_named("intr_kernel_" + std::to_string(i) + "_w" + std::to_string(i * 17), i);
+  write(root / "src" / "intr.cu", src);
+  const fs::path out = root / "corpus";
+  ASSERT_EQ(run_kforge("corpus build --installed none --source " + (root / "src").string() + " --out " + out.string() +
+                       " --min-chunk-chars 0")
+                .rc,
+            0);
+  ScriptedLlmServer server(ScriptedLlmServer::ok({"Described."}, 10, 20, /*delay_ms=*/100));
+  const std::string log = (root / "first.log").string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(KFORGE_BINARY, KFORGE_BINARY, "corpus", "describe", "--corpus", out.c_str(), "--llm-url",
+            server.url().c_str(), "--model", "m", "--concurrency", "2", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (described_rows(out) < 4 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(log);
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(log);
+  EXPECT_NE(slurp(log).find("stopping after the calls in flight"), std::string::npos) << slurp(log);
+  const int64_t stored = described_rows(out);
+  ASSERT_LT(stored, 30);
+  // Every call that was sent got its answer stored (none was in flight when it ended).
+  EXPECT_EQ(server.request_count(), size_t(stored));
+  EXPECT_EQ(read_jsonl((out / "described.jsonl").string()).size(), size_t(stored));
+  server.set_default(ScriptedLlmServer::ok({"Described."}));
+  const auto r = run_kforge("corpus describe --corpus " + out.string() + " --llm-url " + server.url() + " --model m");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(server.request_count(), 30u);
+  EXPECT_EQ(read_jsonl((out / "described.jsonl").string()).size(), 30u);
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace kforge
