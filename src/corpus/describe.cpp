@@ -1,6 +1,12 @@
 #include "corpus/describe.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <cctype>
@@ -137,6 +143,18 @@ DescribeSummary describe_corpus(const DescribeOptions& opts) {
   check_describe_options(opts);
   DescribeOptions o = opts;
   if (o.out.empty()) o.out = (fs::path(o.corpus_dir) / "described.jsonl").string();
+  // One describe per corpus at a time: a second would pay for the same chunks.
+  const std::string lock_path = (fs::path(o.corpus_dir) / ".describe.lock").string();
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) KF_USAGE_ERROR("cannot create %s: %s", lock_path.c_str(), std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{lock_fd};
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0)
+    KF_USAGE_ERROR("another kforge corpus describe is running on %s; wait for it or stop it (a rerun continues "
+                   "where it stopped)",
+                   o.corpus_dir.c_str());
   CorpusIndex index(CorpusIndex::path_in(o.corpus_dir, "--corpus"));
   DescribeSummary sum;
   sum.chunks = index.chunk_count();

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -550,6 +551,15 @@ TEST(CorpusDescribe, SpendingCapHoldsAcrossReruns) {
   EXPECT_EQ(more.rc, 0) << more.err;
   EXPECT_EQ(server.request_count(), 10u);
   EXPECT_EQ(read_jsonl((f.out / "described.jsonl").string()).size(), 10u);
+  // A second describe while one runs is refused (it would pay for the same chunks).
+  const int fd = ::open((f.out / ".describe.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const auto busy = run_kforge(common + " --budget-usd 1");
+  ::close(fd);
+  EXPECT_EQ(busy.rc, 2);
+  EXPECT_NE(busy.err.find("another kforge corpus describe is running"), std::string::npos) << busy.err;
+  EXPECT_EQ(server.request_count(), 10u);
 }
 
 TEST(CorpusDescribe, KillNineMidwayThenRerunLosesAndDuplicatesNothing) {
