@@ -189,8 +189,9 @@ void run_eval_torch(const TorchCliOptions& o) {
       KF_USAGE_ERROR("task set %s is not a valid listing: %s", o.tasks.c_str(), plain_message(e.what()).c_str());
     }
     if (set.empty()) KF_USAGE_ERROR("the task set %s holds no tasks", o.tasks.c_str());
+    std::error_code ec;
     const std::string sol = !o.solutions.empty() ? o.solutions
-                                                 : (fs::is_directory(o.tasks) ? (fs::path(o.tasks) / "solutions").string()
+                                                 : (fs::is_directory(o.tasks, ec) ? (fs::path(o.tasks) / "solutions").string()
                                                                               : fs::path(o.tasks).parent_path().string() + "/solutions");
     for (const TorchTask& t : set) {
       std::vector<std::string> files = solutions_for(t, sol);

@@ -130,7 +130,8 @@ void run_export(const ExportOptions& o) {
   std::string origin = "none (heuristic only)";
   const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
   const std::string table_path = !o.table.empty() ? o.table : fs::exists(shipped) ? shipped : "";
-  if (!o.table.empty() && fs::exists(o.table)) check_input_file("--table", o.table);  // a folder, a device
+  std::error_code table_ec;
+  if (!o.table.empty() && fs::exists(o.table, table_ec)) check_input_file("--table", o.table);  // a folder, a device
   if (!table_path.empty()) {
     table = DispatchTable::load(table_path);
     origin = table_path;

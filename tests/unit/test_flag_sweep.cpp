@@ -48,6 +48,9 @@ const std::set<std::string> kOwnedByOptimizeWork = {
     // Every LLM call fails, yet the loop goes on through all iterations instead of stopping with
     // one line saying why (item 11); the sweep's 20 s limit ends it.
     "--iterations 2147483647",
+    // A cap of 0 USD is accepted, the run folder made, then the run stops "budget spent": a usage
+    // error before anything, or a documented meaning, would pass.
+    "--budget-usd 0",
 };
 
 const std::string kFakeWorker = std::string(KFORGE_SOURCE_DIR) + "/tests/support/fake_torch_worker";
@@ -223,6 +226,13 @@ bool only_must_fail(const std::string& cmd) {
          !gpu_unavailable_reason();
 }
 
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
 std::vector<std::string> listing(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::recursive_directory_iterator(dir)) names.push_back(e.path().string());
@@ -267,12 +277,14 @@ void sweep(const std::string& cmd) {
 
   // The base alone: how this command ends on this machine.
   int base_rc = -100;
+  std::string base_last;  // the base's last line on stderr, when it fails: an accepted value fails alike
   if (!must_only) {
     const std::string dir = test::temp_dir();
     std::vector<std::string> args = path;
     for (const std::string& a : base(dir)) args.push_back(a);
     const RunResult r = run_in(dir, args);
     base_rc = r.rc;
+    if (r.rc != 0) base_last = last_line(r.err);
     ASSERT_GE(r.rc, 0) << cmd << ": the base invocation crashed\n" << r.err;
     fs::remove_all(dir);
   }
@@ -317,6 +329,8 @@ void sweep(const std::string& cmd) {
         problems.push_back("accepted (exit status " + std::to_string(r.rc) + ")");
       } else if (r.rc != base_rc) {
         problems.push_back("exit status " + std::to_string(r.rc) + ", not 2 and not the base's " + std::to_string(base_rc));
+      } else if (base_rc != 0 && last_line(r.err) != base_last) {
+        problems.push_back("failed otherwise than the base ('" + base_last.substr(0, 120) + "')");
       }
       if (expected_failure) {
         if (problems.empty()) xpass.push_back(key);
