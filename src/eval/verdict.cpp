@@ -137,7 +137,7 @@ Verdict verdict_from_json(const nlohmann::json& j) {
 RewardConfig parse_reward(const std::string& spec_in) {
   const std::string spec(trim(spec_in));
   RewardConfig cfg;
-  if (spec == "log" || spec == "speedup" || spec == "clipped") {
+  if (spec == "log" || spec == "speedup" || spec == "clipped" || spec == "correctness") {
     cfg.kind = spec;
     return cfg;
   }
@@ -153,13 +153,14 @@ RewardConfig parse_reward(const std::string& spec_in) {
     cfg.clip = clip;
     return cfg;
   }
-  KF_USAGE_ERROR("unknown reward '%s' (expected 'log', 'speedup', 'clipped' or 'clipped:X')", spec_in.c_str());
+  KF_USAGE_ERROR("unknown reward '%s' (expected 'log', 'speedup', 'clipped', 'clipped:X' or 'correctness')",
+                 spec_in.c_str());
 }
 
 namespace {
 void check_reward_config(const RewardConfig& cfg) {
-  if (cfg.kind != "log" && cfg.kind != "speedup" && cfg.kind != "clipped")
-    KF_USAGE_ERROR("unknown reward kind '%s' (expected 'log', 'speedup' or 'clipped')", cfg.kind.c_str());
+  if (cfg.kind != "log" && cfg.kind != "speedup" && cfg.kind != "clipped" && cfg.kind != "correctness")
+    KF_USAGE_ERROR("unknown reward kind '%s' (expected 'log', 'speedup', 'clipped' or 'correctness')", cfg.kind.c_str());
   if (cfg.kind == "clipped" && !(std::isfinite(cfg.clip) && cfg.clip > 0))
     KF_USAGE_ERROR("reward 'clipped': the clip must be a positive number, got %g", cfg.clip);
 }
@@ -167,6 +168,7 @@ void check_reward_config(const RewardConfig& cfg) {
 
 double rejected_reward(const RewardConfig& cfg) {
   check_reward_config(cfg);
+  if (cfg.kind == "correctness") return 0.0;
   return cfg.kind == "log" ? kRejectedLogReward : kRejectedSpeedupReward;
 }
 
@@ -178,6 +180,7 @@ namespace {
 std::optional<double> speedup_term(const Verdict& v, const RewardConfig& cfg) {
   // A verdict with a reason is a rejection even if someone left `correct` set.
   if (!v.correct || !v.reasons.empty()) return std::nullopt;
+  if (cfg.kind == "correctness") return 1.0;  // timed or not: correctness alone
   const auto it = v.speedup.find(cfg.mode);
   if (it == v.speedup.end()) return std::nullopt;
   const double s = it->second.median;

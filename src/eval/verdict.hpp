@@ -77,6 +77,8 @@ Verdict verdict_from_json(const nlohmann::json& j);
 //   "speedup"  s                           (> 0)
 //   "log"      ln(max(s, 0.001))           (0 at parity, negative when slower, at least ln 0.001 = -6.91)
 //   "clipped"  min(s, clip)                (> 0; guards an RL trainer against one outlier)
+//   "correctness" 1, whatever the speed-up, timed or not (CUDA-L1's stage 2); a rejection 0.
+//              The shaped penalties below have no effect on it (the total is clamped at 1).
 // A rejected candidate (and a "correct" verdict without a finite positive speed-up in `mode`)
 // gets rejected_reward(): -1 for "speedup" and "clipped" (correct rewards are > 0), -8 for "log"
 // (correct rewards are >= -6.91). Each floor lies at least 1 below every reward a correct

@@ -38,6 +38,7 @@ struct ServeCliOptions {
   std::string store = "kforge-serve.db";
   bool reuse_verdicts = false;
   std::string reward = "log";
+  std::string deviation_penalty, length_penalty;  // shaped rewards, off when empty (eval/verdict.hpp)
   std::string device = "cuda";
   std::string devices;
   int slots = 1;
@@ -81,7 +82,8 @@ void run_serve(const ServeCliOptions& o) {
   const std::string token = read_token(o);
   if (o.task_sets.empty() && o.hgemm_shapes.empty())
     KF_USAGE_ERROR("kforge serve needs tasks: --tasks SET.json|DIR and/or --hgemm-shapes MxNxK[:tn],...");
-  const RewardConfig reward = parse_reward(o.reward);
+  RewardConfig reward = parse_reward(o.reward);
+  set_reward_penalties(reward, o.deviation_penalty, o.length_penalty);
 
   ServiceOptions so;
   so.devices = o.devices.empty() ? std::vector<int>{} : parse_devices(o.devices);
@@ -210,7 +212,17 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--reuse-verdicts", o->reuse_verdicts,
                 "Answer identical code for the same task from its stored verdict instead of judging it again");
-  cmd->add_option("--reward", o->reward, "log, speedup, clipped:X (as in optimize)")->capture_default_str();
+  cmd->add_option("--reward", o->reward,
+                  "log, speedup, clipped:X (as in optimize), or correctness (1 correct, 0 rejected: CUDA-L1's stage 2)")
+      ->capture_default_str();
+  cmd->add_option("--deviation-penalty", o->deviation_penalty,
+                  "W: take W x (the candidate's worst error over its tolerance bound, 0..1) off a correct candidate's "
+                  "reward (CUDA-L2's shaped reward; off by default)")
+      ->type_name("W");
+  cmd->add_option("--length-penalty", o->length_penalty,
+                  "W:TOKENS: take W per TOKENS of code beyond a budget of TOKENS tokens off a correct candidate's "
+                  "reward (off by default); the parts are returned in reward_parts")
+      ->type_name("W:TOKENS");
   cmd->add_option("--device", o->device, "PyTorch tasks: cuda or cpu")->capture_default_str();
   cmd->add_option("--devices", o->devices, "GPUs to judge on, one queue each: 0,1,...|all (default: the default device)");
   cmd->add_option("--slots", o->slots, "Judging queues on the default device (more than 1 only makes sense with --device cpu)")

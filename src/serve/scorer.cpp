@@ -71,6 +71,7 @@ nlohmann::json Scorer::result_of(const Verdict& v, const std::string& request_id
                       {"extracted", how}};
   if (v.details.contains("service") && v.details["service"].contains("device"))
     r["device"] = v.details["service"]["device"];
+  if (v.details.contains("reward")) r["reward_parts"] = v.details["reward"];  // speed-up term, penalties, total
   return r;
 }
 
@@ -200,7 +201,9 @@ std::vector<std::shared_future<nlohmann::json>> Scorer::submit(const std::vector
     } else {
       const std::string key = r.task_id + "/" + r.code_sha;
       std::optional<nlohmann::json> prior;
-      if (opts_.reuse_verdicts) prior = store_.judged_result(r.task_id, r.code_sha);
+      // Only a verdict judged under these settings (reward, penalties, modes, time-outs...: the task's
+      // judge key) is reused.
+      if (opts_.reuse_verdicts) prior = store_.judged_result(r.task_id, r.code_sha, tasks[i]->judge_key());
       if (prior) {
         nlohmann::json j = *prior;
         j["reused_from"] = j["request_id"];
@@ -267,6 +270,7 @@ void Scorer::on_verdict(const std::string& request_id, const Verdict& v) {
     } else {
       if (auto c = by_code_.find(fl->code_key); c != by_code_.end() && c->second == fl) by_code_.erase(c);
       nlohmann::json j = result_of(v, fl->request_id, fl->task_id, fl->code_sha, fl->how);
+      if (auto task = service_.task(fl->task_id)) j["judge_key"] = task->judge_key();  // what --reuse-verdicts matches
       store_.complete(fl->request_id, j, "judged");
       count(j, "judged");
       answers.push_back({fl, j});

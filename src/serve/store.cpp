@@ -127,12 +127,13 @@ std::optional<ServeRecord> ServeStore::get(const std::string& request_id) const 
   return row(s);
 }
 
-std::optional<nlohmann::json> ServeStore::judged_result(const std::string& task_id, const std::string& code_sha) const {
+std::optional<nlohmann::json> ServeStore::judged_result(const std::string& task_id, const std::string& code_sha,
+                                                       const std::string& judge_key) const {
   std::lock_guard<std::mutex> lock(mutex_);
   Statement s(db_,
               "SELECT result_json FROM requests WHERE task_id = ? AND code_sha = ? AND state = 'done' AND "
-              "origin = 'judged' ORDER BY done_at LIMIT 1");
-  s.bind(0, task_id).bind(1, code_sha);
+              "origin = 'judged' AND json_extract(result_json, '$.judge_key') = ? ORDER BY done_at LIMIT 1");
+  s.bind(0, task_id).bind(1, code_sha).bind(2, judge_key);
   if (!s.step()) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(s.text(0), nullptr, false);
   if (j.is_discarded()) return std::nullopt;

@@ -38,8 +38,10 @@ class ServeStore {
   // changes: false when it was done already.
   bool complete(const std::string& request_id, const nlohmann::json& result, const std::string& origin);
   std::optional<ServeRecord> get(const std::string& request_id) const;
-  // The result of a judged (not reused, not invalid) row of this task and code, if any.
-  std::optional<nlohmann::json> judged_result(const std::string& task_id, const std::string& code_sha) const;
+  // The result of a judged (not reused, not invalid) row of this task and code, judged under
+  // `judge_key` (the result's "judge_key": the task's settings, reward included), if any.
+  std::optional<nlohmann::json> judged_result(const std::string& task_id, const std::string& code_sha,
+                                              const std::string& judge_key) const;
   std::vector<ServeRecord> pending() const;
 
   void create_job(const std::string& job_id, const std::vector<std::string>& request_ids);

@@ -52,6 +52,7 @@ class HgemmTask : public EvalTask {
       : EvalTask(id), problem_(p), opts_(o), compiler_(shared_compiler(o.compile)) {
     seed_ = read_file(std::string(KFORGE_DATA_DIR) + "/seeds/hgemm_naive.cu");
     key_ = "hgemm/" + sha256_hex(dump_json({{"modes", o.modes},
+                                            {"reward_penalties", penalties_to_json(o.reward)},
                                             {"samples", o.samples},
                                             {"seed", o.seed},
                                             {"reward", {o.reward.kind, o.reward.mode, o.reward.clip}},
@@ -131,6 +132,7 @@ class TorchFileTask : public EvalTask {
     const std::string text = read_file(file_);
     seed_ = torch_seed_from_task(text);
     key_ = "torch/" + sha256_hex(dump_json({{"device", o.device},
+                                            {"reward_penalties", penalties_to_json(o.reward)},
                                             {"baselines", o.baselines},
                                             {"samples", o.samples},
                                             {"trials", o.trials},

@@ -287,11 +287,12 @@ TEST(ServeStore, AdmitOnceCompleteOncePendingSurvivesReopen) {
   ServeStore s(path);
   ASSERT_EQ(s.pending().size(), 1u);
   EXPECT_EQ(s.pending()[0].attempts, 1);
-  EXPECT_TRUE(s.complete("r1", {{"reward", 1.5}, {"correct", true}}, "judged"));
+  EXPECT_TRUE(s.complete("r1", {{"reward", 1.5}, {"correct", true}, {"judge_key", "k1"}}, "judged"));
   EXPECT_FALSE(s.complete("r1", {{"reward", 9.0}}, "judged"));  // done rows never change
   EXPECT_EQ(s.get("r1")->result["reward"], 1.5);
-  ASSERT_TRUE(s.judged_result("t", "cs"));
-  EXPECT_FALSE(s.judged_result("t", "other"));
+  ASSERT_TRUE(s.judged_result("t", "cs", "k1"));
+  EXPECT_FALSE(s.judged_result("t", "other", "k1"));
+  EXPECT_FALSE(s.judged_result("t", "cs", "k2"));  // judged under other settings
   s.create_job("j", {"r1"});
   EXPECT_EQ(s.job("j")->size(), 1u);
   EXPECT_FALSE(s.job("k"));
@@ -895,6 +896,55 @@ TEST(DataExport, PromptsSftAndGroupsFromARunDatabase) {
     EXPECT_EQ(WEXITSTATUS(::pclose(p)), 0) << text;
     EXPECT_NE(text.find("LOADED"), std::string::npos) << text;
   }
+}
+
+}  // namespace
+}  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// Shaped rewards and the correctness reward through kforge serve: the parts come back with each
+// result, and --reuse-verdicts never answers from a verdict judged under other reward settings.
+TEST(ServeHttp, RewardKindsPenaltiesAndReuseOnlyUnderTheSameSettings) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string store = test::temp_dir() + "/s.db", tasks = task_set();
+  nlohmann::json shaped;
+  {
+    ServeProcess srv(tasks, store, {"--reuse-verdicts", "--length-penalty", "0.5:10"});
+    ASSERT_GT(srv.port(), 0) << srv.log();
+    auto c = srv.client();
+    auto r = c.Post("/v1/score", dump_json(items({{"01_relu", kHonest, "p1"}})), "application/json");
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "") << srv.log();
+    shaped = body_of(r)["results"][0];
+    ASSERT_TRUE(shaped["correct"]) << shaped.dump(1);
+    const nlohmann::json& parts = shaped["reward_parts"];
+    ASSERT_TRUE(parts.is_object()) << shaped.dump(1);
+    EXPECT_GT(parts["tokens"].get<double>(), 10);  // the candidate is longer than the budget: penalised
+    EXPECT_GT(parts["length_penalty"].get<double>(), 0);
+    EXPECT_NEAR(shaped["reward"].get<double>(), parts["total"].get<double>(), 1e-12);
+    EXPECT_LT(shaped["reward"].get<double>(), parts["speedup_term"].get<double>());
+  }
+  {  // The same store, another reward: the identical code is judged again, not reused.
+    ServeProcess srv(tasks, store, {"--reuse-verdicts", "--reward", "correctness"});
+    ASSERT_GT(srv.port(), 0) << srv.log();
+    auto c = srv.client();
+    auto r = c.Post("/v1/score", dump_json(items({{"01_relu", kHonest, "p2"}, {"01_relu", threaded("c1"), "c2"}})),
+                    "application/json");
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "") << srv.log();
+    const nlohmann::json res = body_of(r)["results"];
+    EXPECT_FALSE(res[0].contains("reused_from")) << res[0].dump(1);
+    EXPECT_EQ(res[0]["reward"], 1.0) << res[0].dump(1);
+    EXPECT_EQ(res[1]["reward"], 0.0) << res[1].dump(1);
+    // Under these settings it is reused.
+    auto again = c.Post("/v1/score", dump_json(items({{"01_relu", kHonest, "p3"}})), "application/json");
+    ASSERT_TRUE(again && again->status == 200);
+    EXPECT_EQ(body_of(again)["results"][0]["reused_from"], "p2");
+  }
+  // A bad penalty is a usage error before anything starts.
+  const ProcessResult bad = run_process({KFORGE_BINARY, "serve", "--tasks", tasks, "--no-auth", "--length-penalty", "abc"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("length"), std::string::npos) << bad.err;
 }
 
 }  // namespace

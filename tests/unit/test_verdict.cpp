@@ -264,7 +264,7 @@ TEST(Reward, FloorWhenIncorrectMissingOrImplausible) {
 TEST(Reward, ARejectionRanksBelowEveryCorrectCandidate) {
   Verdict rejected = accepted(5.0);
   rejected.reject(reason::kWrongResult, "wrong");
-  for (const char* kind : {"log", "speedup", "clipped", "clipped:0.5", "clipped:1000"}) {
+  for (const char* kind : {"log", "speedup", "clipped", "clipped:0.5", "clipped:1000", "correctness"}) {
     const RewardConfig cfg = parse_reward(kind);
     const double floor = compute_reward(rejected, cfg);
     EXPECT_EQ(floor, rejected_reward(cfg)) << kind;
@@ -483,6 +483,33 @@ TEST(RewardShaping, BadValuesAreUsageErrorsNamingTheFlagAndTheFix) {
   hand.deviation_weight = 0;
   hand.length_weight = 1;  // without a budget
   EXPECT_THROW(compute_reward(Verdict{}, hand), Error);
+}
+
+}  // namespace
+}  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// CUDA-L1's stage 2: 1 for a correct candidate whatever its speed (timed or not), 0 for a rejection;
+// the shaped penalties cannot take a correct candidate down to a rejection's reward.
+TEST(Reward, CorrectnessIsOneOrZero) {
+  const RewardConfig cfg = parse_reward("correctness");
+  EXPECT_EQ(cfg.kind, "correctness");
+  EXPECT_EQ(rejected_reward(cfg), 0.0);
+  for (double s : {0.01, 1.0, 40.0}) EXPECT_EQ(compute_reward(accepted(s), cfg), 1.0) << s;
+  Verdict untimed;
+  untimed.correct = true;  // verified, never timed (no speed-up at all)
+  EXPECT_EQ(compute_reward(untimed, cfg), 1.0);
+  Verdict rejected = accepted(5.0);
+  rejected.reject(reason::kWrongResult, "wrong");
+  EXPECT_EQ(compute_reward(rejected, cfg), 0.0);
+  RewardConfig shaped = cfg;
+  set_reward_penalties(shaped, "10", "10:1");
+  Verdict v = accepted(2.0);
+  const std::string source(4000, 'x');
+  apply_reward(v, shaped, &source);
+  EXPECT_EQ(v.reward, 1.0);
 }
 
 }  // namespace
