@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <unistd.h>
 #include <cstring>
 #include <cmath>
@@ -120,6 +121,8 @@ void run(OptimizeCli& c) {
   if (o.iterations == -1 && !o.resume) o.iterations = 10;
 
   const std::string arch = c.arch;
+  if (!arch.empty() && !std::regex_match(arch, std::regex("sm_[0-9]{2,3}[a-z]?")))
+    KF_USAGE_ERROR("--arch '%s': expected an nvcc target such as sm_90a or sm_80", arch.c_str());
   EvalOptions eval = hgemm_eval_options(arch);
   eval.modes.clear();  // checked here: an unknown mode must not reach the worker
   for (Mode m : parse_modes(c.modes)) eval.modes.emplace_back(to_string(m));

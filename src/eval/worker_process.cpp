@@ -25,11 +25,15 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& argv, const std::ve
   int to_child[2], from_child[2];
   if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0)
     KF_RUNTIME_ERROR("cannot create pipes for the eval worker: %s", std::strerror(errno));
+  const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) KF_RUNTIME_ERROR("cannot start the eval worker: %s", std::strerror(errno));
   if (pid_ == 0) {
     ::setsid();  // its own process group: a time-out kills everything it started
-    if (die_with_parent) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (die_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the parent died before the request took effect
+    }
     if (stderr_fd >= 0) ::dup2(stderr_fd, 2);
     ::dup2(to_child[0], 0);
     ::dup2(from_child[1], 1);

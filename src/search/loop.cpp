@@ -286,6 +286,9 @@ void check_optimize_options(const OptimizeOptions& o) {
     KF_USAGE_ERROR("--llm-retries must be between 0 and 100 (got %d)", l.max_retries);
   if (std::isnan(l.budget_usd) || l.budget_usd < 0)
     KF_USAGE_ERROR("--budget-usd must be a non-negative number of USD (got %g)", l.budget_usd);
+  if (l.budget_usd == 0 && o.policy == "llm" && !o.resume)
+    KF_USAGE_ERROR("--budget-usd 0 allows no LLM call at all; give a positive cap (e.g. --budget-usd 5), or leave it "
+                   "out for none");
   if (l.cassette_mode != CassetteMode::kOff && l.cassette_path.empty())
     KF_USAGE_ERROR("--record and --replay need --cassette FILE");
   if (l.cassette_mode == CassetteMode::kRecord) {
@@ -538,10 +541,20 @@ class Loop {
     finish_groups();
     OptimizeSummary sum;
     bool budget_gone = false;
+    int dead_iterations = 0;  // consecutive iterations whose every LLM call failed
     for (int it = db_->last_complete_iteration(run_id_) + 1; it <= o_.iterations && !budget_gone; ++it) {
       if (stop_) break;
       const double best_before = best().second;
+      const int ok_before = calls_ok_, failed_before = calls_failed_;
       budget_gone = !iteration(it);
+      dead_iterations = calls_ok_ == ok_before && calls_failed_ > failed_before ? dead_iterations + 1 : 0;
+      if (dead_iterations >= kDeadIterationsToStop) {
+        std::fprintf(stderr, "kforge optimize: every LLM call of the last %d iterations failed; stopping (the last: %s)\n",
+                     dead_iterations, last_call_error_.c_str());
+        evaluate_pending();
+        finish_groups();
+        break;
+      }
       evaluate_pending();
       remeasure_jump(it, best_before);
       finish_groups();
@@ -1028,6 +1041,9 @@ class Loop {
   bool ignores_n_ = false;   // the endpoint answered fewer choices than asked: ask n = 1, concurrently
   // This invocation's outcome, for the exit status: a run that did nothing must not report success.
   int calls_ok_ = 0, calls_failed_ = 0, budget_refusals_ = 0;
+  // A run stops after this many iterations in a row in which every LLM call failed (an endpoint
+  // that is gone does not keep a run of --iterations 1000000 going).
+  static constexpr int kDeadIterationsToStop = 3;
   std::string last_call_error_;
   int judged_ = 0, not_judged_ = 0;
   std::string first_not_judged_;

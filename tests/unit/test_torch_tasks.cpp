@@ -256,7 +256,7 @@ TEST(TorchProtocol, PhasesTimeOutsCrashesAndABatchThatGoesOn) {
   EXPECT_EQ(v[7].reasons, std::vector<std::string>{"missing_file"});
   EXPECT_EQ(v[8].reasons, std::vector<std::string>{"task_error"});
   for (const Verdict& x : v)
-    if (!x.correct) EXPECT_EQ(x.reward, 0.0);
+    if (!x.correct) EXPECT_EQ(x.reward, rejected_reward(RewardConfig{}));
   EXPECT_EQ(ev.workers_started(), 7);  // one per candidate that reached a worker
 }
 
@@ -270,7 +270,7 @@ TEST(TorchProtocol, ALineWithoutTheRequestsKeyIsForged) {
   const auto v = ev.evaluate_batch({{dir + "/task.py", dir + "/forged.py"}, {dir + "/task.py", dir + "/accept.py"}});
   EXPECT_EQ(v[0].reasons, std::vector<std::string>{"forged_reply"}) << v[0].message;
   EXPECT_FALSE(v[0].correct);
-  EXPECT_EQ(v[0].reward, 0.0);
+  EXPECT_EQ(v[0].reward, rejected_reward(RewardConfig{}));
   EXPECT_TRUE(v[1].correct) << v[1].message;  // the next candidate gets a fresh judge
   // The request carries a key of 32 hex digits, a new one per request.
   const std::string key = v[1].details.at("request").at("key").get<std::string>();
