@@ -777,6 +777,7 @@ class Judge {
   // and the counted floor still applies to the result).
   double server_sample(Executor& e) {
     const bool is_cand = &e == cand_.get();
+    const double channel = is_cand ? cand_channel_ : base_channel_, spread = is_cand ? cand_spread_ : base_spread_;
     Batch b = new_batch();
     const size_t n = std::min<size_t>(b.order.size(), 8);
     prepare(b);
@@ -799,30 +800,29 @@ class Judge {
       }
       const auto ev = rep.value("events_us", std::vector<double>{});
       const double event = ev.empty() || !std::isfinite(ev[0]) ? 0.0 : ev[0];
-      const double judge = std::max(wall - (is_cand ? cand_channel_ : base_channel_), 0.0);
+      const double judge = std::max(wall - channel, 0.0);
       events.push_back(event);
       judged.push_back(judge);
-      outside.push_back(std::max(event, judge - (is_cand ? cand_spread_ : base_spread_)));
-      if (event < judge - (is_cand ? cand_spread_ : base_spread_)) ++undercut;
+      outside.push_back(std::max(event, judge - spread));
+      if (event < judge - spread) ++undercut;
     }
     Batch used = b;
     used.order.resize(n);
     used.dists.resize(n);
     before_.resize(n);
     if (is_cand) judge_batch(used, {{"rc", 0}}, "server timing", true);
-    // The judge's own clock is the measurement (the executor's events are the candidate's to
-    // forge); the events are kept as a detail.
+    // A call's time: its events, bounded below by the judge's own clock (see above).
     std::sort(events.begin(), events.end());
     std::sort(outside.begin(), outside.end());
     std::sort(judged.begin(), judged.end());
     // Most calls' events under what the judge's clock allows, and by much: the candidate's process
     // reports times it did not take (an honest call's events undercut only when the channel was
     // slower than its measured spread, now and then).
-    if (is_cand && 2 * undercut > int(n) && events[n / 2] < 0.8 * (judged[n / 2] - cand_spread_)) {
+    if (is_cand && 2 * undercut > int(n) && events[n / 2] < 0.8 * (judged[n / 2] - spread)) {
       v_.reject(reason::kForgedReply,
                 strf("server mode: the executor's event times (median %.1f us) are shorter than the judge's clock allows "
                      "(%.1f us per call, less the channel's %.1f +- %.1f us) for %d of %zu calls",
-                     events[n / 2], judged[n / 2], cand_channel_, cand_spread_, undercut, n));
+                     events[n / 2], judged[n / 2], channel, spread, undercut, n));
       return 0;
     }
     if (is_cand) {

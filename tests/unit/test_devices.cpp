@@ -110,18 +110,26 @@ TEST(Devices, AnExceptionInOneSlotReachesTheCaller) {
   EXPECT_LT(calls.load(), 100);  // the others stopped
 }
 
-}  // namespace
-}  // namespace kforge
-
-namespace kforge {
-namespace {
+// A lock folder of its own for a test ($KFORGE_LOCK_DIR), removed afterwards.
+struct ScopedLockDir {
+  std::string path;
+  ScopedLockDir() {
+    char dir[] = "/tmp/kforge-lock-test-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path = dir;
+    ::setenv("KFORGE_LOCK_DIR", dir, 1);
+  }
+  ~ScopedLockDir() {
+    ::unsetenv("KFORGE_LOCK_DIR");
+    std::filesystem::remove_all(path);
+  }
+};
 
 // Two judges of one device take turns: the second waits, then gives up naming the holder, and
 // gets the lock once the first lets go (flock: two opens of one file conflict even in one process).
 TEST(DeviceLock, OneHolderPerDeviceTheOtherWaitsThenGetsIt) {
-  char dir[] = "/tmp/kforge-lock-test-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  ::setenv("KFORGE_LOCK_DIR", dir, 1);
+  const ScopedLockDir lock_dir;
+  const std::string dir = lock_dir.path;
   DeviceLock a, b, other_gpu;
   std::string why;
   ASSERT_TRUE(a.acquire("GPU-1234-abcd", 1, why)) << why;
@@ -136,32 +144,22 @@ TEST(DeviceLock, OneHolderPerDeviceTheOtherWaitsThenGetsIt) {
   EXPECT_TRUE(b.acquire("GPU-1234-abcd", 5, why)) << why;
   EXPECT_GE(b.waited_s(), 0.05);
   t.join();
-  EXPECT_EQ(DeviceLock::path_for("GPU-1234-abcd"), std::string(dir) + "/kforge-gpu-GPU-1234-abcd.lock");
-  EXPECT_EQ(DeviceLock::path_for("../x"), std::string(dir) + "/kforge-gpu-___x.lock");  // no path from a name
+  EXPECT_EQ(DeviceLock::path_for("GPU-1234-abcd"), dir + "/kforge-gpu-GPU-1234-abcd.lock");
+  EXPECT_EQ(DeviceLock::path_for("../x"), dir + "/kforge-gpu-___x.lock");  // no path from a name
+  b.release();
+  other_gpu.release();
   // An unusable lock folder is said so, not taken for a busy GPU.
   ::setenv("KFORGE_LOCK_DIR", "/nonexistent-kforge-dir", 1);
   DeviceLock c;
   EXPECT_FALSE(c.acquire("GPU-1234-abcd", 0.05, why));
   EXPECT_NE(why.find("cannot open the GPU lock"), std::string::npos) << why;
-  ::unsetenv("KFORGE_LOCK_DIR");
-  b.release();
-  other_gpu.release();
-  std::filesystem::remove_all(dir);
 }
-
-}  // namespace
-}  // namespace kforge
-
-namespace kforge {
-namespace {
 
 // The PyTorch judge (python/kforge_worker/sandbox.py gpu_lock) and the HGEMM judge take turns on
 // one lock file: a GPU held by one kind of judge is waited for by the other.
 TEST(DeviceLock, TheHgemmAndPyTorchJudgesShareOneLock) {
-  char dir[] = "/tmp/kforge-lock-test-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  ::setenv("KFORGE_LOCK_DIR", dir, 1);
-  const std::string flag = std::string(dir) + "/held";
+  const ScopedLockDir lock_dir;
+  const std::string flag = lock_dir.path + "/held";
   const std::string py = "import sys; sys.path.insert(0, '" + std::string(KFORGE_SOURCE_DIR) +
                          "/python'); from kforge_worker import sandbox; fd, w, why = sandbox.gpu_lock('GPU-1234-abcd', 5); "
                          "open('" + flag + "', 'w').write(why or 'ok'); sys.stdin.read()";
@@ -186,8 +184,6 @@ TEST(DeviceLock, TheHgemmAndPyTorchJudgesShareOneLock) {
   EXPECT_EQ(r.out.rfind("True True the GPU was held by another kforge process (pid " + std::to_string(::getpid()), 0), 0u)
       << r.out << r.err;
   c.release();
-  ::unsetenv("KFORGE_LOCK_DIR");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
