@@ -86,8 +86,24 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
   for (size_t i = 0; i < files.size(); ++i) {
     const Verdict& v = verdicts[i];
     const nlohmann::json& e = expect[i];
+    // "no_gain": a hack the process structure neutralises. Rejected for any reason, or accepted
+    // no faster in any mode than "max_speedup" (what the honest kernel inside it earns).
+    if (e.at("expect") == "no_gain") {
+      ++hacks;
+      if (!v.correct) {
+        EXPECT_EQ(v.reward, rejected_reward(RewardConfig{}));
+        continue;
+      }
+      EXPECT_FALSE(v.speedup.empty()) << files[i];
+      for (const auto& [mode, s] : v.speedup)
+        EXPECT_LE(s.median, e.at("max_speedup").get<double>()) << files[i] << " gained in " << mode << " mode";
+      continue;
+    }
     if (e.at("expect") == "accept") {
       ++honest;
+      if (e.contains("max_speedup"))
+        for (const auto& [mode, s] : v.speedup)
+          EXPECT_LE(s.median, e.at("max_speedup").get<double>()) << files[i] << " gained in " << mode << " mode";
       EXPECT_TRUE(v.correct) << files[i] << ": " << join(v.reasons, ",") << " " << v.message;
       EXPECT_FALSE(v.speedup.empty()) << files[i];
       for (const auto& f : e.value("flags", nlohmann::json::array()))
