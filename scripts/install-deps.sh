@@ -64,4 +64,14 @@ if [ "${KFORGE_WITH_TRL:-0}" = 1 ] && ! python3 -c "import trl" >/dev/null 2>&1;
     echo "install-deps: trl could not be installed ($(tail -n 1 /tmp/kforge-pip-trl.log)); the TRL example will say SKIPPED" >&2
   fi
 fi
+# Optional: Ray, for python/kforge_ray (kforge serve on a Ray cluster) and its test on simulated
+# nodes (KFORGE_WITH_RAY=1; ServeRay.*). Its wheel is about 79 MB; without it that test prints SKIPPED.
+if [ "${KFORGE_WITH_RAY:-0}" = 1 ] && ! python3 -c "import ray" >/dev/null 2>&1; then
+  echo "install-deps: installing ray for python3 (pip; KFORGE_WITH_RAY=1)"
+  if timeout 900 python3 -m pip install -q ray >/tmp/kforge-pip-ray.log 2>&1; then
+    echo "install-deps: ray $(python3 -c 'import ray; print(ray.__version__)') installed"
+  else
+    echo "install-deps: ray could not be installed ($(tail -n 1 /tmp/kforge-pip-ray.log)); the Ray test will say SKIPPED" >&2
+  fi
+fi
 echo "install-deps: ok ($(nvcc --version | tail -n 1))"
