@@ -512,10 +512,14 @@ class Router:
 
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         alive_ids = {n["NodeID"] for n in nodes}
+        gone = []
         with self._lock:
             for a in self._actors:
                 if not a.dead and a.node_id not in alive_ids:
-                    a.alive = False  # its calls fail on their own and are handed on
+                    gone.append(a)
+        for a in gone:  # its calls in flight fail on their own and their items are handed on
+            self._actor_failed(a, "its node is gone")
+        with self._lock:
             self._actors = [a for a in self._actors if not (a.dead and a.depth == 0)]
             have: Dict[str, int] = {}
             for a in self._actors:
