@@ -211,6 +211,34 @@ try:
     check(all("device" in r["placement"] and r["placement"]["device"]["kind"] == "cpu" for r in res), "placement.device")
     say(f"2. 8 items over the nodes: {sorted(per_node.values())}")
 
+    # 2b. 16 clients at once, 4 items each, every one of them also asking for one shared id: all
+    # answered, the shared id handed to one actor once and answered alike for all.
+    answers, errors = {}, []
+
+    def client(k):
+        try:
+            ids_k = [f"cc-{k}-{i}" for i in range(4)] + ["cc-shared"]
+            texts = [f"no code {k} {i}" for i in range(4)] + [THREADED.format(tag="shared")]
+            for r in Client(URL, TOKEN, retries=2, backoff_s=0.5).score(["01_relu"] * 5, texts, ids_k):
+                answers.setdefault(r["request_id"], []).append(r)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(16)]
+    for t_ in threads:
+        t_.start()
+    for t_ in threads:
+        t_.join(timeout=120)
+    check(not errors and len(answers) == 16 * 4 + 1, f"16 clients answered: {errors} {len(answers)}")
+    shared = answers.get("cc-shared", [])
+    check(len(shared) == 16 and len({json.dumps(scrub(r), sort_keys=True) for r in
+                                      [{k: v for k, v in x.items() if k != "from_store"} for x in shared]}) == 1,
+          f"the shared id answered alike 16 times: {len(shared)}")
+    row = sqlite3.connect(os.path.join(tmp, "router.db")).execute(
+        "SELECT handed, state FROM requests WHERE request_id = 'cc-shared'").fetchone()
+    check(row == (1, "done"), f"the shared id was handed to one actor once: {row}")
+    say("2. 16 concurrent clients: all answered; an id asked by all of them was judged once")
+
     # 3. Remove one node while both judge honest candidates (about 12 s each here).
     victim = nodes[0]
     ids = [f"kill-{i}" for i in range(2)]
