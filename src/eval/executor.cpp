@@ -189,9 +189,13 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
+    // An empty request is the judge's probe of the channel: it runs the same sequence once
+    // without a call (and reports no event), so that the round trip it measures holds every fixed
+    // cost of a timed call but the call itself.
+    if (order.empty()) order.push_back(-1);
     for (int s : order) {
       cudaEventRecord(a, e.stream);
-      note(call_guarded(runner, args_for(e, s), e.stream));
+      if (s >= 0) note(call_guarded(runner, args_for(e, s), e.stream));
       // The whole device, not only the given stream, before the end event: work the call left on
       // a stream of its own is inside the call's time (a server waits for it too). Both sides pay
       // the one synchronisation round trip.
@@ -200,23 +204,34 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
       cudaEventSynchronize(b);
       float ms = 0;
       cudaEventElapsedTime(&ms, a, b);
-      events.push_back(double(ms) * 1e3);
+      if (s >= 0) events.push_back(double(ms) * 1e3);
     }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     out["events_us"] = events;
   } else {
-    // Every batch the judge asks to gate starts behind a gate on the given stream, released once
-    // all calls are enqueued (at once, or after hold_us and a count of the outputs written
-    // meanwhile): a call cannot tell the one checked batch from the others by what is queued
-    // on its stream (cudaStreamQuery says busy in all of them).
+    // Every batch the judge asks to gate starts behind a gate on the given stream, so that a call
+    // cannot tell the one held (checked) batch from the others by what is queued on its stream:
+    // the first call of each finds it busy. The held batch keeps the gate closed until all calls
+    // are enqueued, then for hold_us, and counts the outputs written meanwhile. Any other gated
+    // batch opens it right after its first call is enqueued: the rest run back to back as calls
+    // do in a user's program (the offline mode's meaning: launch and GPU overlap), not after the
+    // whole batch's launches (which adds every call's host time to its GPU time: cuBLASLt at
+    // 256x256x8192 measured 14.4 -> 25.1 us per call that way on the H200).
     const int hold_us = req.value("hold_us", 0);
     const bool gated = hold_us > 0 || req.value("gate", false);
     if (gated) {
       ++e.gate_generation;
       launch_gate(e.gate_dev, e.gate_generation, e.stream);
     }
-    for (int s : order) note(call_guarded(runner, args_for(e, s), e.stream));
+    bool open = !gated;
+    for (int s : order) {
+      note(call_guarded(runner, args_for(e, s), e.stream));
+      if (!open && hold_us == 0) {
+        __atomic_store_n(e.gate, e.gate_generation, __ATOMIC_SEQ_CST);
+        open = true;
+      }
+    }
     launch_err = cudaGetLastError();
     if (hold_us > 0) {
       // Nothing here may synchronise the device while the gate holds the stream (no cudaMalloc,
@@ -234,7 +249,7 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
       }
       out["escaped"] = escaped;
     }
-    if (gated) __atomic_store_n(e.gate, e.gate_generation, __ATOMIC_SEQ_CST);
+    if (!open) __atomic_store_n(e.gate, e.gate_generation, __ATOMIC_SEQ_CST);
   }
   const cudaError_t sync = cudaDeviceSynchronize();
   if (launch_err == cudaSuccess) launch_err = cudaGetLastError();
