@@ -1,24 +1,95 @@
 #include "kernels/hgemm/dispatch.hpp"
 
-#include <cstdio>
-#include <cstring>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 
 namespace kforge::kernels {
 namespace {
 
-const char* layout_name(kforge_hgemm_layout l) { return l == KFORGE_HGEMM_TN ? "tn" : "nn"; }
-const char* acc_name(kforge_hgemm_acc a) { return a == KFORGE_HGEMM_ACC_F16 ? "f16" : "f32"; }
-
-const KernelVariant* named(const char* family, const kforge_hgemm_problem& p, const char* rest) {
-  char name[128];
-  std::snprintf(name, sizeof name, "%s_%s_%s_%s", family, layout_name(p.layout), acc_name(p.acc), rest);
-  const KernelVariant* v = find_variant(name);
-  return v && v->supports(&p) ? v : nullptr;
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
 }
 
-int64_t tiles(const kforge_hgemm_problem& p, int bm, int bn) { return ((p.m + bm - 1) / bm) * ((p.n + bn - 1) / bn); }
+uint64_t problem_hash(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) {
+  uint64_t h = 0;
+  for (uint64_t v : {uint64_t(m), uint64_t(n), uint64_t(k), uint64_t(l), uint64_t(a)}) h = mix(h, v);
+  return h;
+}
+
+bool valid(const kforge_hgemm_problem& p) { return p.m >= 1 && p.n >= 1 && p.k >= 1; }
+
+constexpr size_t kMaxVariants = 256;
+
+std::atomic<uint64_t> g_next_dispatcher_id{1};
 
 }  // namespace
+
+double neighbour_radius() {
+  static const double r = [] {
+    const char* e = std::getenv("KFORGE_HGEMM_NN_RADIUS");
+    if (e && *e) {
+      char* end = nullptr;
+      const double v = std::strtod(e, &end);
+      if (end && *end == '\0' && v >= 0 && v < 100) return v;
+    }
+    return 0.35;
+  }();
+  return r;
+}
+
+bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
+
+int resident_ctas_cached(const KernelVariant& v, int dev) {
+  if (dev < 0 || dev >= kMaxCachedDevices || !v.resident_ctas) return 0;
+  size_t count = 0;
+  const KernelVariant* all = variants(&count);
+  const ptrdiff_t idx = &v - all;
+  if (idx < 0 || size_t(idx) >= count || size_t(idx) >= kMaxVariants) return v.resident_ctas();
+  // value + 1, so that 0 means "not asked yet"; two threads asking at once store the same answer.
+  static std::atomic<int> cache[kMaxCachedDevices][kMaxVariants];
+  std::atomic<int>& slot = cache[dev][idx];
+  const int known = slot.load(std::memory_order_relaxed);
+  if (known > 0) return known - 1;
+  const int r = std::max(0, v.resident_ctas());
+  if (r > 0) slot.store(r + 1, std::memory_order_relaxed);  // a failed query is asked again
+  return r;
+}
+
+double predicted_us(const KernelVariant& v, const kforge_hgemm_problem& p, const DeviceModel& d, int dev) {
+  return predicted_us(v.config, p.m, p.n, p.k, d, dev >= 0 ? resident_ctas_cached(v, dev) : 0);
+}
+
+const char* to_string(Choice::How h) {
+  switch (h) {
+    case Choice::How::kTable: return "tuned table";
+    case Choice::How::kNeighbour: return "nearest tuned neighbours";
+    case Choice::How::kModel: return "cost model";
+    default: return "none";
+  }
+}
+
+const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, int family_cc) {
+  if (!valid(p)) return nullptr;
+  size_t count = 0;
+  const KernelVariant* all = variants(&count);
+  const KernelVariant* best = nullptr;
+  double best_us = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < count; ++i) {
+    const KernelVariant& v = all[i];
+    if (!runs_on(v, family_cc) || !v.supports(&p)) continue;
+    const double us = predicted_us(v, p, d, dev);
+    if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
+  }
+  return best;
+}
+
+const KernelVariant* model_choice(const kforge_hgemm_problem& p, int sms, int cc) {
+  return model_choice(p, nominal_device_model(sms, cc), -1, cc);
+}
 
 const KernelVariant* table_choice(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p) {
   for (size_t i = 0; i < n; ++i) {
@@ -31,84 +102,113 @@ const KernelVariant* table_choice(const DispatchEntry* table, size_t n, const kf
   return nullptr;
 }
 
-const KernelVariant* heuristic_choice(const kforge_hgemm_problem& p, int sms, int cc) {
-  if (p.m < 1 || p.n < 1 || p.k < 1) return nullptr;
-  const KernelVariant* v = nullptr;
-  if (cc == 90) {
-    const bool f32 = p.acc == KFORGE_HGEMM_ACC_F32;
-    if (!f32) {
-      if (tiles(p, 128, 256) >= sms) v = named("sm90", p, "128x256_s4_c2_k1_g8_true");
-      else if (tiles(p, 128, 128) >= sms / 2) v = named("sm90", p, "128x128_s4_c2_k1_g8_false");
-      else if (tiles(p, 64, 64) * 4 <= sms && p.k >= 1024) v = named("sm90", p, "64x64_s4_c1_k4_g0_false");
-      else v = named("sm90", p, "64x64_s6_c1_k1_g0_false");
-    } else if (tiles(p, 128, 256) >= 2 * sms) {
-      v = named("sm90", p, "128x256_s4_c2_k1_g8_true");
-    } else if (tiles(p, 128, 128) >= sms) {
-      v = named("sm90", p, "128x128_s6_c2_k1_g8_true");
-    } else if (tiles(p, 128, 128) * 2 <= sms && p.k >= 2048) {
-      // Too few output tiles to fill the SMs and a long K: split K across a cluster.
-      const int64_t t = tiles(p, 64, 64);
-      v = t * 16 <= sms ? named("sm90", p, "64x64_s8_c1_k16_g0_false")
-          : t * 8 <= sms ? named("sm90", p, "64x64_s8_c1_k8_g0_false")
-          : t * 4 <= sms ? named("sm90", p, "64x64_s4_c1_k4_g0_false")
-                         : named("sm90", p, "64x64_s4_c1_k2_g0_false");
-    } else if (tiles(p, 128, 128) >= sms / 2) {
-      v = named("sm90", p, "128x128_s4_c2_k1_g8_false");
-    } else if (tiles(p, 64, 128) >= sms / 2) {
-      v = named("sm90", p, "64x128_s6_c1_k1_g8_false");
-    } else {
-      v = named("sm90", p, "64x64_s6_c1_k1_g0_false");
-    }
+Dispatcher::Dispatcher(const DispatchEntry* table, size_t n)
+    : table_(table), n_(table ? n : 0), id_(g_next_dispatcher_id.fetch_add(1)) {
+  for (size_t i = 0; i < n_; ++i) {
+    const DispatchEntry& e = table_[i];
+    exact_[problem_hash(e.m, e.n, e.k, e.layout, e.acc)].push_back(i);
+    const KernelVariant* v = find_variant(e.variant);
+    if (v && e.m >= 1 && e.n >= 1 && e.k >= 1)
+      coords_.push_back({std::log(double(e.m)), std::log(double(e.n)), std::log(double(e.k)), v, e.layout, e.acc});
   }
-  if (v) return v;
-  // Other GPUs, and shapes the TMA kernels cannot take (K or N not a multiple of 8): the sm_80 family.
-  if (cc >= 80) {
-    const char* rest = tiles(p, 128, 128) >= sms ? "128x128x32_w2x2_s4" : tiles(p, 64, 64) >= sms / 2 ? "64x64x32_w2x2_s4" : "32x64x64_w1x2_s4";
-    if (p.acc == KFORGE_HGEMM_ACC_F16) rest = "64x64x32_w2x2_s4";
-    if ((v = named("sm80", p, rest))) return v;
-  }
-  // Anything else (another GPU, unaligned sizes): the first variant that supports the problem,
-  // in table order (the sm_80 family accepts every shape).
-  size_t count = 0;
-  const KernelVariant* all = variants(&count);
-  for (size_t i = 0; i < count; ++i) {
-    if (all[i].config.family == Family::kSm90 && cc != 90) continue;
-    if (all[i].supports(&p)) return &all[i];
+}
+
+const KernelVariant* Dispatcher::exact(const kforge_hgemm_problem& p, int cc) const {
+  const auto it = exact_.find(problem_hash(p.m, p.n, p.k, p.layout, p.acc));
+  if (it == exact_.end()) return nullptr;
+  for (size_t i : it->second) {
+    const DispatchEntry& e = table_[i];
+    if (e.m != p.m || e.n != p.n || e.k != p.k || e.layout != p.layout || e.acc != p.acc) continue;
+    const KernelVariant* v = find_variant(e.variant);
+    if (v && v->supports(&p) && runs_on(*v, cc)) return v;
   }
   return nullptr;
 }
 
-const KernelVariant* choose_cached(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sms,
-                                   int cc) {
-  struct Slot {
-    const DispatchEntry* table = nullptr;
-    size_t n = 0;
-    int64_t m = 0, nn = 0, k = 0;
-    kforge_hgemm_layout layout{};
-    kforge_hgemm_acc acc{};
-    int sms = 0, cc = 0;
-    const KernelVariant* v = nullptr;
+const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const {
+  if (!valid(p) || coords_.empty()) return nullptr;
+  const double lm = std::log(double(p.m)), ln = std::log(double(p.n)), lk = std::log(double(p.k));
+  struct Near {
+    double dist;
+    const KernelVariant* v;
   };
-  constexpr int kSlots = 16;
-  thread_local Slot slots[kSlots];
-  thread_local int next = 0;
-  for (const Slot& s : slots)
-    if (s.v && s.table == table && s.n == n && s.m == p.m && s.nn == p.n && s.k == p.k && s.layout == p.layout &&
-        s.acc == p.acc && s.sms == sms && s.cc == cc)
-      return s.v;
-  const KernelVariant* v = choose(table, n, p, sms, cc);
-  if (v) {
-    slots[next] = {table, n, p.m, p.n, p.k, p.layout, p.acc, sms, cc, v};
-    next = (next + 1) % kSlots;
+  std::vector<Near> near;
+  double nearest = std::numeric_limits<double>::infinity();
+  for (const Coord& c : coords_) {
+    if (c.layout != p.layout || c.acc != p.acc || !runs_on(*c.v, d.cc)) continue;
+    const double dist = std::sqrt((c.lm - lm) * (c.lm - lm) + (c.ln - ln) * (c.ln - ln) + (c.lk - lk) * (c.lk - lk));
+    const double radius = neighbour_radius();
+    if (dist > nearest + radius) continue;
+    if (!c.v->supports(&p)) continue;  // e.g. a TMA winner for a shape with K % 8 != 0
+    if (dist < nearest) nearest = dist;
+    near.push_back({dist, c.v});
   }
-  return v;
+  if (near.empty()) return nullptr;
+  // The nearest entry and those within the radius of it, each variant once; at most 16 proposals.
+  std::sort(near.begin(), near.end(), [](const Near& a, const Near& b) { return a.dist < b.dist; });
+  std::vector<const KernelVariant*> proposals;
+  for (const Near& x : near) {
+    if (x.dist > nearest + neighbour_radius() * (1 + 1e-12) + 1e-12) break;
+    if (std::find(proposals.begin(), proposals.end(), x.v) == proposals.end()) proposals.push_back(x.v);
+    if (proposals.size() >= 16) break;
+  }
+  const KernelVariant* best = nullptr;
+  double best_us = std::numeric_limits<double>::infinity();
+  for (const KernelVariant* v : proposals) {  // in order of distance: equal predictions keep the nearest
+    const double us = predicted_us(*v, p, d, dev);
+    if (us < best_us) best_us = us, best = v;
+  }
+  return best;
+}
+
+Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const {
+  Choice c;
+  if (!valid(p)) return c;
+  if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
+  else if ((c.variant = neighbour(p, d, dev))) c.how = Choice::How::kNeighbour;
+  else if ((c.variant = model_choice(p, d, dev, d.cc))) c.how = Choice::How::kModel;
+  if (!c.variant) return c;
+  // TMA needs 16-byte aligned bases: an unaligned call goes to the sm_80 family, which takes any.
+  c.unaligned = c.variant->config.family == Family::kSm80 ? c.variant : model_choice(p, d, dev, 80);
+  c.workspace = c.variant->workspace_size(&p);
+  if (c.unaligned) c.workspace = std::max(c.workspace, c.unaligned->workspace_size(&p));
+  return c;
+}
+
+Choice Dispatcher::resolve_cached(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const {
+  struct Key {
+    uint64_t id;
+    int64_t m, n, k;
+    int layout, acc, sms, cc, dev;
+    bool operator==(const Key& o) const {
+      return id == o.id && m == o.m && n == o.n && k == o.k && layout == o.layout && acc == o.acc && sms == o.sms &&
+             cc == o.cc && dev == o.dev;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = k.id;
+      for (uint64_t v : {uint64_t(k.m), uint64_t(k.n), uint64_t(k.k), uint64_t(k.layout) << 8 | uint64_t(k.acc),
+                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev))})
+        h = mix(h, v);
+      return size_t(h);
+    }
+  };
+  thread_local std::unordered_map<Key, Choice, KeyHash> memo;
+  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), d.sms, d.cc, dev};
+  const auto it = memo.find(key);
+  if (it != memo.end()) return it->second;
+  const Choice c = resolve(p, d, dev);
+  if (c.variant) {
+    if (memo.size() >= kMemoEntries) memo.clear();
+    memo.emplace(key, c);
+  }
+  return c;
 }
 
 const KernelVariant* choose(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sms, int cc) {
-  if (const KernelVariant* v = table_choice(table, n, p)) {
-    if (v->config.family != Family::kSm90 || cc == 90) return v;
-  }
-  return heuristic_choice(p, sms, cc);
+  const Dispatcher d(table, n);
+  return d.resolve(p, nominal_device_model(sms, cc), -1).variant;
 }
 
 }  // namespace kforge::kernels

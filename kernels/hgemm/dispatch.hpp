@@ -1,12 +1,23 @@
 // Dispatch: from a problem (M, N, K, layout, accumulation) to the variant that runs it.
 //
-// A tuned table maps exact problems to the variant the tuner measured fastest on them; every
-// other problem gets the heuristic choice, which is sound for any shape (the sm_90a variants
-// where their alignment rules hold, the sm_80 family everywhere else).
+// In order:
+//  1. the tuned table's entry for exactly this problem, when its variant supports it here;
+//  2. nearest neighbours: the tuned entries of the same layout and accumulation whose variants
+//     support the problem, by distance in (log M, log N, log K); the nearest entry and every entry
+//     within kNeighbourRadius of it propose their variants, and the cost model (cost_model.hpp)
+//     picks among the proposals (a tie-break between near-equal neighbours, which also sees this
+//     shape's own wave count);
+//  3. no neighbour can serve it (no table, or K or N not a multiple of 8 for the TMA kernels): the
+//     cost model's best over every variant that supports it on this device.
+// Nothing depends on variant names: a renamed or added variant is ranked by its KernelConfig.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
 
+#include "kernels/hgemm/cost_model.hpp"
 #include "kernels/hgemm/kernel_api.hpp"
 
 namespace kforge::kernels {
@@ -18,19 +29,77 @@ struct DispatchEntry {
   const char* variant;  // a name from variants()
 };
 
-// The variant the tuned table names for exactly this problem, if that variant supports it.
+// Neighbours within this distance (natural log units, over the three sizes together) of the
+// nearest one propose their variants too: 0.35 is half a factor-of-two step of the tuned grid.
+// KFORGE_HGEMM_NN_RADIUS overrides it (read once; 0: the nearest entries only).
+double neighbour_radius();
+
+// Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).
+bool runs_on(const KernelVariant& v, int cc);
+
+// CTAs of `v` resident at once on device `dev` (whole clusters), asked once per (device, variant)
+// and cached; 0 when unknown (no GPU, dev < 0, or the query failed). Thread-safe.
+int resident_ctas_cached(const KernelVariant& v, int dev);
+
+// The cost model's prediction for `v` on `p` on device `dev` of model `d` (resident CTAs from
+// resident_ctas_cached; dev < 0: none asked).
+double predicted_us(const KernelVariant& v, const kforge_hgemm_problem& p, const DeviceModel& d, int dev);
+
+// What the per-call path needs for one problem, resolved once.
+struct Choice {
+  const KernelVariant* variant = nullptr;    // for 16-byte aligned pointers
+  const KernelVariant* unaligned = nullptr;  // for pointers that are not (the sm_80 family; == variant when that is one)
+  size_t workspace = 0;                      // max of both variants' workspace needs
+  enum class How { kNone, kTable, kNeighbour, kModel } how = How::kNone;
+};
+const char* to_string(Choice::How h);
+
+// A tuned table with its indices: an exact-match hash and each entry's log sizes. Immutable
+// after construction; thread-safe to query. `table` must outlive it.
+class Dispatcher {
+ public:
+  Dispatcher(const DispatchEntry* table, size_t n);
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  // The full resolution above for `p` on a device of model `d` (dev: its index, for resident
+  // CTA counts; -1 for none). Pure: no memo.
+  Choice resolve(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const;
+  // resolve(), memoised per host thread (a hash map per thread, no lock on a hit; up to
+  // kMemoEntries problems per thread, then it starts again from empty). Keyed by this
+  // dispatcher's identity (never reused), the problem and the device model's SMs and cc.
+  Choice resolve_cached(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const;
+  static constexpr size_t kMemoEntries = 4096;
+
+  // The tuned entry for exactly `p` whose variant supports it on cc, or nullptr.
+  const KernelVariant* exact(const kforge_hgemm_problem& p, int cc) const;
+  // Step 2 alone: the neighbours' proposal the cost model ranks best, or nullptr.
+  const KernelVariant* neighbour(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const;
+  size_t size() const { return n_; }
+
+ private:
+  struct Coord {
+    double lm, ln, lk;
+    const KernelVariant* v;
+    kforge_hgemm_layout layout;
+    kforge_hgemm_acc acc;
+  };
+  const DispatchEntry* table_;
+  size_t n_;
+  uint64_t id_;
+  std::unordered_map<uint64_t, std::vector<size_t>> exact_;  // hash of (m, n, k, layout, acc) -> entries
+  std::vector<Coord> coords_;                                // entries whose variant this build has
+};
+
+// The tuned variant for exactly this problem, if that variant supports it (a linear scan).
 const KernelVariant* table_choice(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p);
-// A sound choice for any problem from its sizes alone (never nullptr for m, n, k >= 1).
-const KernelVariant* heuristic_choice(const kforge_hgemm_problem& p, int sm_count, int compute_capability);
-// table_choice, else heuristic_choice.
+// Step 3 alone: the cost model's best variant for `p` on a device of `sms` SMs and compute
+// capability `cc` (nominal throughput; never nullptr for m, n, k >= 1 on cc >= 80).
+const KernelVariant* model_choice(const kforge_hgemm_problem& p, int sm_count, int compute_capability);
+const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, int family_cc);
+// The whole resolution's variant (builds a Dispatcher for the call: for tools and tests; the
+// per-call path keeps one Dispatcher and uses resolve_cached).
 const KernelVariant* choose(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sm_count,
                             int compute_capability);
-// choose(), memoised for the per-call path (the exported kforge_hgemm, `hgemm bench`'s "ours"): the
-// table scan and the heuristic's name lookups cost ~1-1.5 us per call on a 1,780-entry table, as
-// much as a small GEMM's launch. The last 16 problems of each thread (with the table, its size and
-// the device's SM count and compute capability) are remembered; `table` must not change while it
-// is used this way.
-const KernelVariant* choose_cached(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p, int sm_count,
-                                   int compute_capability);
 
 }  // namespace kforge::kernels

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "kforge/abi/hgemm.h"
 
@@ -55,6 +56,62 @@ struct KernelVariant {
   // query fails. More CTAs than this run as another wave.
   int (*resident_ctas)();
 };
+
+// The calling thread's current CUDA device, or -1 when it cannot be queried (the error is cleared).
+inline int current_device() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
+// What the kernels and the dispatcher need to know about a device; 0 where it could not be queried.
+struct DeviceAttrs {
+  int sms = 0;  // streaming multiprocessors
+  int cc = 0;   // compute capability, major * 10 + minor
+};
+
+constexpr int kMaxCachedDevices = 64;
+
+// The attributes of device `dev`, queried once per device under std::call_once (a query that fails
+// is not cached: the next call asks again) and read without a lock afterwards. Thread-safe.
+inline DeviceAttrs device_attrs(int dev) {
+  auto query = [](int d, DeviceAttrs* out) {
+    int sms = 0, major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    out->sms = sms;
+    out->cc = major * 10 + minor;
+    return true;
+  };
+  DeviceAttrs a;
+  if (dev < 0) return a;
+  if (dev >= kMaxCachedDevices) {
+    query(dev, &a);
+    return a;
+  }
+  struct Slot {
+    std::once_flag once;
+    DeviceAttrs attrs;
+  };
+  static Slot slots[kMaxCachedDevices];
+  Slot& s = slots[dev];
+  try {
+    // An exception leaves the flag unset, so a failed query is retried by the next call.
+    std::call_once(s.once, [&] {
+      if (!query(dev, &s.attrs)) throw 0;
+    });
+  } catch (int) {
+    return a;
+  }
+  return s.attrs;
+}
 
 // Sets attribute `attr` of `kernel` to `value` once per device (function attributes are per
 // device context), remembered in `done_mask`. Returns false when it cannot be set (the error is

@@ -18,9 +18,11 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
+#include <unordered_map>
 
 #include "kernels/hgemm/kernel_api.hpp"
 #include "kernels/hgemm/tile_order.cuh"
@@ -515,22 +517,40 @@ inline bool encode_map(CUtensorMap* map, const void* base, uint64_t inner, uint6
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Compute capability (major * 10 + minor) of the current device, cached per device.
-inline int device_cc() {
-  static int cc[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  if (cc[dev] == 0) {
-    int ma = 0, mi = 0;
-    cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev);
-    cc[dev] = ma * 10 + mi;
-  }
-  return cc[dev];
+// Compute capability (major * 10 + minor) of the current device (0: unknown), cached per device.
+inline int device_cc() { return device_attrs(current_device()).cc; }
+
+// The driver's cuCtxGetCurrent, found once.
+inline PFN_cuCtxGetCurrent_v4000 ctx_get_current() {
+  static PFN_cuCtxGetCurrent_v4000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &f, 4000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(f);
+  }();
+  return fn;
 }
 
-// Encoded tensor maps are cached per host thread, keyed by everything that goes into them: a
-// caller that multiplies the same buffers again (the common case) skips two driver encodes.
+// cuTensorMapEncodeTiled is a driver call and needs a current context in the calling thread
+// (CUDA_ERROR_INVALID_CONTEXT otherwise). A host thread whose first CUDA call is kforge_hgemm()
+// has none: cudaGetDevice does not bind one, and the per-device state the first thread set up
+// (attributes, function attributes) skips every runtime call that would. That was the return code
+// 92 seen with two host threads. Binds the current device's primary context where none is current
+// (a context the caller made current is left alone).
+inline void ensure_current_context() {
+  auto get = ctx_get_current();
+  CUcontext ctx = nullptr;
+  if (get && get(&ctx) == CUDA_SUCCESS && ctx != nullptr) return;
+  const int dev = current_device();
+  if (dev >= 0 && cudaSetDevice(dev) != cudaSuccess) (void)cudaGetLastError();
+}
+
+// Encoded tensor maps are cached per host thread (no lock on the per-call path), keyed by
+// everything that goes into them: a caller that multiplies the same buffers again (the common
+// case) skips two driver encodes. A hash map of up to kMapCacheEntries maps per thread (128 bytes
+// each); when full it starts again from empty.
 struct MapKey {
   const void* base;
   uint64_t inner, outer, ld;
@@ -539,34 +559,35 @@ struct MapKey {
     return base == o.base && inner == o.inner && outer == o.outer && ld == o.ld && box_rows == o.box_rows;
   }
 };
+struct MapKeyHash {
+  size_t operator()(const MapKey& k) const {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ reinterpret_cast<uintptr_t>(k.base);
+    for (uint64_t v : {k.inner, k.outer, k.ld, uint64_t(k.box_rows)}) h = (h ^ v) * 0x100000001b3ull + (h >> 29);
+    return size_t(h ^ (h >> 32));
+  }
+};
+constexpr size_t kMapCacheEntries = 4096;
 
 inline bool cached_map(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t ld, uint32_t box_rows) {
-  constexpr int kSlots = 16;
-  thread_local MapKey keys[kSlots] = {};
-  thread_local CUtensorMap maps[kSlots];
-  thread_local int next = 0;
+  thread_local std::unordered_map<MapKey, CUtensorMap, MapKeyHash> cache;
   const MapKey key{base, inner, outer, ld, box_rows};
-  for (int i = 0; i < kSlots; ++i)
-    if (keys[i] == key) {
-      *map = maps[i];
-      return true;
-    }
-  if (!encode_map(map, base, inner, outer, ld, box_rows)) return false;
-  keys[next] = key;
-  maps[next] = *map;
-  next = (next + 1) % kSlots;
+  const auto it = cache.find(key);
+  if (it != cache.end()) {
+    *map = it->second;
+    return true;
+  }
+  if (!encode_map(map, base, inner, outer, ld, box_rows)) {
+    // Most likely no current context in this thread: bind one and try once more.
+    ensure_current_context();
+    if (!encode_map(map, base, inner, outer, ld, box_rows)) return false;
+  }
+  if (cache.size() >= kMapCacheEntries) cache.clear();
+  cache.emplace(key, *map);
   return true;
 }
 
-inline int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 132;
-    return v;
-  }();
-  return n;
-}
+// SMs of the current device (0: unknown; callers refuse to launch rather than guess a count).
+inline int sm_count() { return device_attrs(current_device()).sms; }
 
 // Programmatic dependent launch for every Hopper kernel, unless KFORGE_HGEMM_PDL=0 (read once).
 inline bool programmatic_launch_enabled() {
@@ -611,6 +632,11 @@ struct Gemm {
   // TMA needs 16-byte aligned bases and row pitches: K % 8 == 0 (A and a K-major B), N % 8 == 0
   // (an N-major B and C's paired stores); sizes within int range for the coordinates.
   static bool supports(const kforge_hgemm_problem* p) {
+#ifdef KFORGE_HGEMM_NO_SM90A
+    // Built without sm_90a code (CMAKE_CUDA_ARCHITECTURES lacks 90a): the kernel body is a trap.
+    (void)p;
+    return false;
+#endif
     if (!p || p->layout != L || p->acc != ACC) return false;
     if (p->m < 1 || p->n < 1 || p->k < 1) return false;
     if (p->m > (int64_t(1) << 30) || p->n > (int64_t(1) << 30) || p->k > (int64_t(1) << 30)) return false;
@@ -650,13 +676,17 @@ struct Gemm {
   // Whole clusters that fit at once (a cluster must sit in one GPC, so fewer CTAs than blocks
   // per SM x SMs may be resident), times their size; 0 off Hopper or when the query fails.
   static int resident_ctas() {
-    if (device_cc() != 90 || !prepare()) return 0;
+#ifdef KFORGE_HGEMM_NO_SM90A
+    return 0;
+#endif
+    const DeviceAttrs d = device_attrs(current_device());
+    if (d.cc != 90 || d.sms <= 0 || !prepare()) return 0;
     if constexpr (kClusterCtas == 1) {
       return resident_plain_ctas(kernel_ptr(), T::kThreads, T::kSmemBytes);
     } else {
       cudaLaunchConfig_t q = {};
       cudaLaunchAttribute attr[1] = {cluster_dim()};
-      q.gridDim = SPLITK > 1 ? dim3(sm_count(), 1, SPLITK) : dim3(sm_count() / MCAST * MCAST);
+      q.gridDim = SPLITK > 1 ? dim3(d.sms, 1, SPLITK) : dim3(d.sms / MCAST * MCAST);
       q.blockDim = dim3(T::kThreads);
       q.dynamicSmemBytes = T::kSmemBytes;
       q.attrs = attr;
@@ -672,7 +702,10 @@ struct Gemm {
 
   static int run(const kforge_hgemm_args* a, cudaStream_t stream) {
     if (!a || !supports(&a->problem) || !a->a || !a->b || !a->c) return kRunUnsupported;
-    if (device_cc() != 90) return kRunUnsupported;  // sm_90a code only: Hopper's wgmma and setmaxnreg
+    const int dev = current_device();
+    const DeviceAttrs d = device_attrs(dev);
+    if (d.cc != 90) return kRunUnsupported;  // sm_90a code only: Hopper's wgmma and setmaxnreg
+    if (d.sms <= 0) return kRunLaunchFailed;
     if ((reinterpret_cast<uintptr_t>(a->a) | reinterpret_cast<uintptr_t>(a->b) | reinterpret_cast<uintptr_t>(a->c)) % 16)
       return kRunUnsupported;
     const kforge_hgemm_problem& pr = a->problem;
@@ -708,15 +741,19 @@ struct Gemm {
       const int units = ((p.tiles_m + MCAST - 1) / MCAST) * p.tiles_n;
       int pairs = units;
       if constexpr (PERSISTENT) {
-        static const int resident = [] {
+        // Resident pairs, per device (asked once per device; two threads asking at once get the same answer).
+        static std::atomic<int> resident_pairs[kMaxCachedDevices];
+        int resident = dev < kMaxCachedDevices ? resident_pairs[dev].load(std::memory_order_relaxed) : 0;
+        if (resident <= 0) {
           const int ctas = resident_ctas();
-          return ctas >= MCAST ? ctas / MCAST : sm_count() / MCAST;
-        }();
+          resident = std::max(1, ctas >= MCAST ? ctas / MCAST : d.sms / MCAST);
+          if (dev < kMaxCachedDevices) resident_pairs[dev].store(resident, std::memory_order_relaxed);
+        }
         pairs = balanced_grid(units, resident);
       }
       cfg.gridDim = dim3(pairs * MCAST);
     } else {
-      cfg.gridDim = dim3(PERSISTENT ? balanced_grid(tiles, sm_count()) : tiles);
+      cfg.gridDim = dim3(PERSISTENT ? balanced_grid(tiles, d.sms) : tiles);
     }
     if (programmatic_launch_enabled()) {
       // Programmatic dependent launch (the kernel waits for its predecessor before touching memory).

@@ -218,45 +218,20 @@ nlohmann::json options_json(const BenchOptions& o) {
           {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples}};
 }
 
-// CTAs of `v` resident at once on this device (clusters whole), asked once per variant; the SM
-// count when the query cannot say.
-int resident_ctas(const kernels::KernelVariant& v, const DeviceInfo& dev) {
-  static std::mutex mutex;
-  static std::map<const kernels::KernelVariant*, int> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(&v);
-  if (it == known.end()) it = known.emplace(&v, v.resident_ctas ? v.resident_ctas() : 0).first;
-  return it->second > 0 ? it->second : std::max(1, dev.sm_count);
+// The cost model's view of this device: its SMs and the calibrated ceilings.
+kernels::DeviceModel device_model(const DeviceInfo& dev, const Ceilings& ceil) {
+  kernels::DeviceModel d;
+  d.sms = dev.sm_count;
+  d.cc = dev.cc_major * 10 + dev.cc_minor;
+  d.tensor_tflops = ceil.tensor_tflops;
+  d.bandwidth_gbs = ceil.bandwidth_gbs;
+  return d;
 }
 
-// CTAs a launch of configuration `c` has on `sh`: its tiles times its split-K cluster.
-double cta_count(const kernels::KernelConfig& c, const Shape& sh) {
-  return std::ceil(double(sh.m) / c.bm) * std::ceil(double(sh.n) / c.bn) * c.splitk;
-}
-
-// The tuner's cost model: a variant's predicted time on a shape from its CTA count, how many of
-// them fit at once (a split-K cluster must fit in one GPC, so fewer may than SMs), a per-tile-shape
-// efficiency (larger wgmma tiles reuse more operand bytes per FLOP), plus the bytes it must move.
-// Only the ranking matters: it prunes the variants measured per shape.
+// The tuner's ranking: the shared cost model (kernels/hgemm/cost_model.hpp) over the variant's
+// KernelConfig, with its resident CTAs on device 0 (asked once per variant).
 double predicted_us(const kernels::KernelVariant& v, const Shape& sh, const DeviceInfo& dev, const Ceilings& ceil) {
-  const kernels::KernelConfig& c = v.config;
-  const double ctas = cta_count(c, sh);
-  const double sms = std::max(1, dev.sm_count);
-  const double resident = resident_ctas(v, dev);
-  // Waves of resident CTAs; CTAs sharing an SM in a wave share its tensor cores.
-  const double waves = c.persistent ? std::max(1.0, ctas / resident) : std::ceil(ctas / resident);
-  const double sharing = std::max(1.0, std::min(ctas, resident) / sms);
-  const double area = double(c.bm) * c.bn;
-  // Multicast pairs get no credit: measured 25-58% slower than their twins on the H200
-  // (docs/perf-notes.md, fourth session), against +2.7% published on an H100.
-  const double eff = c.family == kernels::Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
-  const double k_per = std::ceil(double(sh.k) / c.splitk / 64.0) * 64.0;
-  const double tile_us = 2.0 * area * k_per / (ceil.tensor_tflops * 1e6 / sms * eff);
-  const double mem_us = hgemm_bytes(sh) / (ceil.bandwidth_gbs * 1e3);
-  // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
-  // a plain launch doing the same per-CTA work (docs/perf-notes.md).
-  const double reduce_us = c.splitk > 1 ? 5.0 : 0.0;
-  return std::max(waves * sharing * tile_us, mem_us) + reduce_us + 2.0;
+  return kernels::predicted_us(v.config, sh.m, sh.n, sh.k, device_model(dev, ceil), kernels::resident_ctas_cached(v, 0));
 }
 
 // The variants of the library able to run `prob` on this device, best predicted first.
@@ -300,15 +275,16 @@ Launch variant_launch(const kernels::KernelVariant* v, const HgemmProblem& prob,
 }
 
 // kforge's dispatched kernels as a user calls them: every call pays what the exported kforge_hgemm
-// pays before its kernel (the current device, the memoised table lookup), then runs the choice.
-Launch dispatched_launch(const DispatchTable& table, const HgemmProblem& prob, const Operands& ops,
-                         const DeviceBuffer& ws, int sms, int cc) {
-  return [&table, abi = prob.abi(), &ops, &ws, sh = prob.shape, sms, cc](cudaStream_t st, int64_t i) {
-    int dev = 0;
-    KF_CUDA(cudaGetDevice(&dev));
-    const kernels::KernelVariant* v = kernels::choose_cached(table.data(), table.size(), abi, sms, cc);
-    if (!v) KF_RUNTIME_ERROR("no kforge variant serves %s", sh.str().c_str());
-    run_variant(v, abi, ops.at(i, sh), ws, st);
+// pays before its kernel (the current device, its cached attributes, the memoised resolution),
+// then runs the choice.
+Launch dispatched_launch(const kernels::Dispatcher& disp, const HgemmProblem& prob, const Operands& ops,
+                         const DeviceBuffer& ws) {
+  return [&disp, abi = prob.abi(), &ops, &ws, sh = prob.shape](cudaStream_t st, int64_t i) {
+    const int d = kernels::current_device();
+    const kernels::DeviceAttrs a = kernels::device_attrs(d);
+    const kernels::Choice c = disp.resolve_cached(abi, kernels::nominal_device_model(a.sms, a.cc), d);
+    if (!c.variant) KF_RUNTIME_ERROR("no kforge variant serves %s", sh.str().c_str());
+    run_variant(c.variant, abi, ops.at(i, sh), ws, st);
   };
 }
 
@@ -394,6 +370,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   const double l2_resident = plan.flush_l2 || plan.rotate ? 0.0 : double(dev.l2_bytes);
   CublasHandles handles;
   const DispatchTable table = ours_table(o.table);
+  const kernels::Dispatcher dispatcher(table.data(), table.size());
   DispatchTable tuned;  // kforge hgemm tune: what this run has found (plus what an earlier run left)
   if (!o.tune_out.empty() && std::filesystem::exists(o.tune_out)) tuned = DispatchTable::load(o.tune_out);
   tuned.device = dev.name;
@@ -441,11 +418,10 @@ void run_bench(const BenchOptions& o, const std::string& command) {
           Impl im{b, "", {}};
           if (b == "ours") {
             const int cc = dev.cc_major * 10 + dev.cc_minor;
-            const kernels::KernelVariant* v = kernels::choose(table.data(), table.size(), abi, dev.sm_count, cc);
-            if (!v) KF_RUNTIME_ERROR("no kforge variant serves %s %s", sh.str().c_str(), std::string(to_string(layout)).c_str());
-            const bool tabled = kernels::table_choice(table.data(), table.size(), abi) == v;
-            im.variants.push_back({dispatched_launch(table, prob, ops, ours_ws, dev.sm_count, cc),
-                                   std::string(v->name) + (tabled ? " (table)" : " (heuristic)")});
+            const kernels::Choice c = dispatcher.resolve(abi, kernels::nominal_device_model(dev.sm_count, cc), 0);
+            if (!c.variant) KF_RUNTIME_ERROR("no kforge variant serves %s %s", sh.str().c_str(), std::string(to_string(layout)).c_str());
+            im.variants.push_back({dispatched_launch(dispatcher, prob, ops, ours_ws),
+                                   std::string(c.variant->name) + " (" + kernels::to_string(c.how) + ")"});
           } else if (b == "ours_all") {
             for (const kernels::KernelVariant* v : runnable_variants(prob, dev, ceil, o.max_variants))
               im.variants.push_back({variant_launch(v, prob, ops, ours_ws), v->name});
@@ -710,7 +686,7 @@ void run_variants(const VariantsOptions& o) {
     const int resident = dev && (hopper || !sm90) && r.v->resident_ctas ? r.v->resident_ctas() : 0;
     std::string extra;
     if (shape) {
-      const double ctas = cta_count(c, *shape);
+      const double ctas = kernels::cta_count(c, shape->m, shape->n);
       const std::string waves = resident > 0 ? strf("%.2f", ctas / resident) : "-";
       extra = strf(" %6.0f %6s %12s", ctas, waves.c_str(), ceil ? human_us(r.predicted).c_str() : "-");
     }
@@ -725,9 +701,9 @@ void run_variants(const VariantsOptions& o) {
   if (shape && dev) {
     const DispatchTable table = ours_table(o.table);
     const int cc = dev->cc_major * 10 + dev->cc_minor;
-    const kernels::KernelVariant* chosen = kernels::choose(table.data(), table.size(), abi, dev->sm_count, cc);
-    const bool tabled = chosen && kernels::table_choice(table.data(), table.size(), abi) == chosen;
-    std::printf("dispatch: %s (%s)\n", chosen ? chosen->name : "none", tabled ? "tuned table" : "heuristic");
+    const kernels::Dispatcher disp(table.data(), table.size());
+    const kernels::Choice c = disp.resolve(abi, kernels::nominal_device_model(dev->sm_count, cc), 0);
+    std::printf("dispatch: %s (%s)\n", c.variant ? c.variant->name : "none", kernels::to_string(c.how));
   }
 }
 

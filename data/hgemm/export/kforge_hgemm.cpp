@@ -2,7 +2,6 @@
 // variants, with the tuned table of src/dispatch_table.cpp.
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cstdint>
 
 // Only the C API is exported from the shared library (everything else is built hidden).
@@ -20,39 +19,17 @@ const char* version();
 
 namespace {
 
+using kforge::kernels::Choice;
 using kforge::kernels::KernelVariant;
 
-struct DeviceProps {
-  int sms = 0;
-  int cc = 0;  // major * 10 + minor
-};
-
-// SM count and compute capability per device, queried once. Packed in one atomic word per
-// device so that concurrent first calls need no lock (they may both query; same answer).
-constexpr int kCachedDevices = 64;
-std::atomic<uint64_t> g_props[kCachedDevices];
-
-bool current_device(DeviceProps* out) {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (dev >= 0 && dev < kCachedDevices) {
-    const uint64_t v = g_props[dev].load(std::memory_order_relaxed);
-    if (v != 0) {
-      out->sms = static_cast<int>(v >> 32);
-      out->cc = static_cast<int>(v & 0xffffffffu);
-      return true;
-    }
-  }
-  int sms = 0, major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  out->sms = sms;
-  out->cc = major * 10 + minor;
-  if (dev >= 0 && dev < kCachedDevices)
-    g_props[dev].store((static_cast<uint64_t>(sms) << 32) | static_cast<uint32_t>(out->cc), std::memory_order_relaxed);
-  return true;
+// The tuned table with its indices, built once (a function-local static: thread-safe initialisation).
+const kforge::kernels::Dispatcher& dispatcher() {
+  static const kforge::kernels::Dispatcher d = [] {
+    size_t n = 0;
+    const kforge::kernels::DispatchEntry* t = kforge_hgemm_export::table(&n);
+    return kforge::kernels::Dispatcher(t, n);
+  }();
+  return d;
 }
 
 bool valid(const kforge_hgemm_problem* p) {
@@ -61,27 +38,27 @@ bool valid(const kforge_hgemm_problem* p) {
          (p->acc == KFORGE_HGEMM_ACC_F32 || p->acc == KFORGE_HGEMM_ACC_F16);
 }
 
-// The dispatcher's choice for `p` on the current device; nullptr with *code set otherwise.
-const KernelVariant* pick(const kforge_hgemm_problem* p, int* code) {
+// The dispatcher's choice for `p` on the current device (memoised per thread: after the first call
+// of a problem in a thread, one cudaGetDevice and a hash lookup); *code set when there is none.
+// Per-device attributes are queried once per device (std::call_once in device_attrs).
+Choice pick(const kforge_hgemm_problem* p, int* code) {
   if (!valid(p)) {
     *code = KFORGE_HGEMM_ERROR_INVALID_ARGUMENT;
-    return nullptr;
+    return {};
   }
-  DeviceProps d;
-  if (!current_device(&d)) {
-    cudaGetLastError();  // do not leave the failed query's error behind for the caller
+  const int dev = kforge::kernels::current_device();
+  const kforge::kernels::DeviceAttrs a = kforge::kernels::device_attrs(dev);
+  if (dev < 0 || a.cc == 0 || a.sms <= 0) {
     *code = KFORGE_HGEMM_ERROR_CUDA;
-    return nullptr;
+    return {};
   }
-  if (d.cc < 80) {
+  if (a.cc < 80) {
     *code = KFORGE_HGEMM_ERROR_NO_KERNEL;
-    return nullptr;
+    return {};
   }
-  size_t n = 0;
-  const kforge::kernels::DispatchEntry* t = kforge_hgemm_export::table(&n);
-  const KernelVariant* v = kforge::kernels::choose_cached(t, n, *p, d.sms, d.cc);
-  *code = v ? KFORGE_HGEMM_SUCCESS : KFORGE_HGEMM_ERROR_NO_KERNEL;
-  return v;
+  const Choice c = dispatcher().resolve_cached(*p, kforge::kernels::nominal_device_model(a.sms, a.cc), dev);
+  *code = c.variant ? KFORGE_HGEMM_SUCCESS : KFORGE_HGEMM_ERROR_NO_KERNEL;
+  return c;
 }
 
 }  // namespace
@@ -92,16 +69,15 @@ int kforge_hgemm(const kforge_hgemm_args* args, cudaStream_t stream) {
   if (args == nullptr || args->a == nullptr || args->b == nullptr || args->c == nullptr)
     return KFORGE_HGEMM_ERROR_INVALID_ARGUMENT;
   int code = 0;
-  const KernelVariant* v = pick(&args->problem, &code);
-  if (v == nullptr) return code;
+  const Choice c = pick(&args->problem, &code);
+  if (c.variant == nullptr) return code;
+  const KernelVariant* v = c.variant;
   const uintptr_t bits = reinterpret_cast<uintptr_t>(args->a) | reinterpret_cast<uintptr_t>(args->b) |
                          reinterpret_cast<uintptr_t>(args->c);
   if ((bits & 1u) != 0) return KFORGE_HGEMM_ERROR_INVALID_ARGUMENT;  // not even fp16-aligned
   if ((bits & 15u) != 0 && v->config.family == kforge::kernels::Family::kSm90) {
     // TMA needs 16-byte aligned bases: the sm_80 family serves any alignment.
-    DeviceProps d;
-    current_device(&d);
-    v = kforge::kernels::heuristic_choice(args->problem, d.sms, 80);
+    v = c.unaligned;
     if (v == nullptr) return KFORGE_HGEMM_ERROR_NO_KERNEL;
   }
   const size_t need = v->workspace_size(&args->problem);
@@ -110,26 +86,17 @@ int kforge_hgemm(const kforge_hgemm_args* args, cudaStream_t stream) {
   return v->run(args, stream);
 }
 
+// As cheap as the call's own dispatch: the memoised choice carries the workspace both of its
+// variants need (an unaligned pointer may send the call to the sm_80 family).
 size_t kforge_hgemm_workspace_size(const kforge_hgemm_problem* problem) {
   int code = 0;
-  const KernelVariant* v = pick(problem, &code);
-  if (v == nullptr) return 0;
-  size_t need = v->workspace_size(problem);
-  // An unaligned pointer may send the call to the sm_80 family: cover its need too.
-  DeviceProps d;
-  if (v->config.family == kforge::kernels::Family::kSm90 && current_device(&d)) {
-    if (const KernelVariant* alt = kforge::kernels::heuristic_choice(*problem, d.sms, 80)) {
-      const size_t alt_need = alt->workspace_size(problem);
-      if (alt_need > need) need = alt_need;
-    }
-  }
-  return need;
+  return pick(problem, &code).workspace;
 }
 
 const char* kforge_hgemm_variant_name(const kforge_hgemm_problem* problem) {
   int code = 0;
-  const KernelVariant* v = pick(problem, &code);
-  return v ? v->name : nullptr;
+  const Choice c = pick(problem, &code);
+  return c.variant ? c.variant->name : nullptr;
 }
 
 const char* kforge_hgemm_version(void) { return kforge_hgemm_export::version(); }

@@ -4,17 +4,25 @@
  *
  * Operand layouts, the problem and argument structs are those of kforge's HGEMM ABI
  * (kforge/abi/hgemm.h, included below). Every call picks a kernel from a dispatch table tuned
- * on the exporting machine (exact M, N, K, layout and accumulation), and a heuristic choice for
- * every other problem: sm_90a kernels (TMA, wgmma) on compute capability 9.0 where the sizes
- * and pointers are 16-byte aligned, the sm_80 kernels (mma.sync) everywhere else from
- * compute capability 8.0 on. The device is the calling thread's current CUDA device.
+ * on the exporting machine (exact M, N, K, layout and accumulation); a problem off the table
+ * takes the tuned winners of its nearest neighbours in (log M, log N, log K), the cost model
+ * choosing among them, or the cost model's best variant where no neighbour's serves it:
+ * sm_90a kernels (TMA, wgmma) on compute capability 9.0 where K and N are multiples of 8 and
+ * the pointers 16-byte aligned, the sm_80 kernels (mma.sync) everywhere else from compute
+ * capability 8.0 on. The device is the calling thread's current CUDA device.
+ *
+ * Threads: every function is thread-safe. Per-device state is set up once per device; each
+ * host thread keeps its own memo of resolved problems and encoded TMA descriptors (up to 4,096
+ * each, no lock on the per-call path). A thread whose first CUDA call is kforge_hgemm() gets the
+ * current device's primary context made current (a context the caller made current is kept).
  *
  *   int kforge_hgemm(const kforge_hgemm_args* args, cudaStream_t stream);
  *       Enqueues the GEMM on `stream` (never synchronises); returns KFORGE_HGEMM_SUCCESS or one
  *       of the codes below. Thread-safe.
  *   size_t kforge_hgemm_workspace_size(const kforge_hgemm_problem* problem);
  *       Device bytes of workspace the chosen kernel needs for `problem` on the current device
- *       (0 for most problems, and 0 when the problem is invalid or no kernel serves it).
+ *       (0 for most problems, and 0 when the problem is invalid or no kernel serves it). As cheap
+ *       as the call's own dispatch: it reads the same per-thread memo.
  */
 #ifndef KFORGE_HGEMM_H_
 #define KFORGE_HGEMM_H_

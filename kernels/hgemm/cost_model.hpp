@@ -1,0 +1,73 @@
+// The HGEMM cost model: a kernel configuration's predicted time on a problem, from KernelConfig
+// fields alone (tile, split-K, schedule, family), the device's SM count and throughput, and how
+// many CTAs of the variant fit at once. One model, used by both the tuner (which variants are
+// worth measuring on a shape) and the dispatcher (which of the neighbouring tuned winners serves
+// a shape off the table, and the choice where no neighbour can serve it). Only the ranking
+// matters: predictions are not times to quote.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/hgemm/kernel_api.hpp"
+
+namespace kforge::kernels {
+
+// What the model knows about a device. A measured tensor peak and bandwidth (the tuner's
+// calibrated ceilings) or nominal figures for the compute capability (nominal_device_model).
+struct DeviceModel {
+  int sms = 0;                 // streaming multiprocessors (0: unknown; the model then assumes 1)
+  int cc = 0;                  // compute capability, major * 10 + minor
+  double tensor_tflops = 0;    // dense fp16 tensor peak of the whole device
+  double bandwidth_gbs = 0;    // device memory bandwidth
+};
+
+// Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper
+// (measured 788 TFLOP/s on 132 SMs of the H200), ~2.9 on Ampere (312 TFLOP/s on 108 SMs of the
+// A100), and the memory of an H200 / A100. The dispatcher uses these when nothing was measured.
+inline DeviceModel nominal_device_model(int sms, int cc) {
+  DeviceModel d;
+  d.sms = sms;
+  d.cc = cc;
+  const double per_sm = cc >= 90 ? 6.0 : cc >= 80 ? 2.9 : 1.0;
+  d.tensor_tflops = per_sm * std::max(1, sms);
+  d.bandwidth_gbs = cc >= 90 ? 4500.0 : cc >= 80 ? 1800.0 : 500.0;
+  return d;
+}
+
+// CTAs a launch of `c` has on an M x N problem: its tiles times its split-K cluster.
+inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
+  return std::ceil(double(m) / c.bm) * std::ceil(double(n) / c.bn) * c.splitk;
+}
+
+// Predicted microseconds of configuration `c` on M x N x K. `resident` is how many CTAs of the
+// variant fit at once on the device (whole clusters: a split-K cluster must fit in one GPC, so
+// fewer may than SMs); 0 when unknown (then one per SM). Waves of resident CTAs times one CTA's
+// tile time at a per-tile-shape efficiency (larger wgmma tiles reuse more operand bytes per FLOP),
+// bounded below by the bytes the problem must move, plus a split-K reduction charge and a fixed
+// launch cost.
+inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
+                           int resident) {
+  const double ctas = cta_count(c, m, n);
+  const double sms = std::max(1, d.sms);
+  const double res = resident > 0 ? double(resident) : sms;
+  // Waves of resident CTAs; CTAs sharing an SM in a wave share its tensor cores.
+  const double waves = c.persistent ? std::max(1.0, ctas / res) : std::ceil(ctas / res);
+  const double sharing = std::max(1.0, std::min(ctas, res) / sms);
+  const double area = double(c.bm) * c.bn;
+  // Multicast pairs get no credit: measured 25-58% slower than their twins on the H200
+  // (docs/perf-notes.md, fourth session), against +2.7% published on an H100.
+  const double eff = c.family == Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
+  const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
+  const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
+  const double tile_us = 2.0 * area * k_per / (tflops * 1e6 / sms * eff);
+  // fp16: each input read once, the output written once.
+  const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
+  const double mem_us = bytes / ((d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3);
+  // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
+  // a plain launch doing the same per-CTA work (docs/perf-notes.md).
+  const double reduce_us = c.splitk > 1 ? 5.0 : 0.0;
+  return std::max(waves * sharing * tile_us, mem_us) + reduce_us + 2.0;
+}
+
+}  // namespace kforge::kernels
