@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [gaps] [pdl] [repeat] [tune] [ours] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [gaps] [pdl] [repeat] [serve] [tune] [ours] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
 #   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv)
@@ -16,6 +16,10 @@
 #           wall times and the device of each verdict (run it on nvidia-h200-x2 to see two)
 #   judge   the judge/executor split: a few verdicts in full (JSON), then the evaluator's GPU tests
 #           (the red-team corpus, crash and hang, two slots, the eval command)
+#   serve   kforge serve's throughput (scripts/serve-bench.py, ~4 min): HGEMM verdicts per GPU-hour at
+#           4096^3 and 256^3, three PyTorch tasks, the GPU busy fraction and where the time goes
+#           (compile, queue, setup, load, verify, time) into serve-bench.json/.md (SERVE_BUDGET_S,
+#           SERVE_N, SERVE_TORCH_N)
 #   repeat  the evaluator's repeatability: five verdicts each of two honest candidates at 4096^3 (tn),
 #           mma_sync.cu (slow) and kforge_sm80.cu (near 1x), the first on a cold compile cache, with
 #           the wall time of each (also in repeat.txt); REPEAT_WARMUP_MS="0 1000" repeats it per
@@ -149,6 +153,16 @@ PY
   python3 -c "import json,sys; json.dump({f: json.load(open(f)) for f in sys.argv[1:]}, open('$out/repeat-all.json','w'))" \
     "$out"/repeat-*-?.json && rm -f "$out"/repeat-*-?.json "$out"/repeat-*-?.err || true
   exec 1>&3 3>&-
+fi
+if has serve; then
+  echo "== kforge serve: verdicts per GPU-hour, GPU busy fraction, where the time goes"
+  # A cold compile cache: every candidate is compiled (each is unique anyway).
+  rm -rf "$KFORGE_CACHE_DIR/compile" "$KFORGE_CACHE_DIR/service"
+  timeout "$(( ${SERVE_BUDGET_S:-200} + 60 ))" python3 scripts/serve-bench.py --kforge "$kf" --out "$out/serve-bench.json" \
+    --hgemm 4096x4096x4096,256x256x256 --torch-tasks tasks/kforge --torch-ids 01_relu,04_softmax,06_matmul \
+    --n "${SERVE_N:-40}" --torch-n "${SERVE_TORCH_N:-16}" --clients 32 --device cuda --budget-s "${SERVE_BUDGET_S:-200}" \
+    >"$out/serve-bench.log" 2>&1 || echo "serve-bench exited $?"
+  tail -12 "$out/serve-bench.log"
 fi
 if has gatecost; then
   echo "== what gating every batch costs: the same verdicts with KFORGE_JUDGE_GATE_EVERY_BATCH=0 and 1"

@@ -2,44 +2,147 @@
 """Throughput of kforge serve: verdicts per GPU-hour and where the time goes.
 
     scripts/serve-bench.py --kforge build/kforge --out results/serve-bench.json \
-        [--hgemm 4096x4096x4096,256x256x256] [--torch-tasks tasks/kforge --torch-ids 01_relu] \
-        [--n 24] [--clients 8] [--device cuda] [--devices 0]
+        [--hgemm 4096x4096x4096,256x256x256] [--torch-tasks tasks/kforge --torch-ids 01_relu,04_softmax] \
+        [--n 24] [--torch-n 12] [--clients 16] [--device cuda] [--devices 0] [--budget-s 210]
 
-Starts `kforge serve` on a fresh store, sends --n candidates per task from --clients concurrent
-clients (HGEMM: kforge's honest corpus candidates, each made unique by a comment so that every one
-is compiled and judged; PyTorch: the honest relu solution likewise), and reports per task: verdicts,
-accepted, wall time, verdicts per hour, and the mean of each timing the server reports (prepare =
-compile, queue, judge, total), plus the slots' busy fraction from /metrics. Uses kforge_client.
+Starts `kforge serve` on a fresh store, sends up to --n candidates per HGEMM task (--torch-n per
+PyTorch task) from --clients concurrent clients, and reports per task: verdicts, accepted, wall
+time, verdicts per hour and per GPU-hour (per slot), the GPU busy fraction (the slots' judging
+seconds over the wall time, from /metrics, and nvidia-smi's utilization sampled every 200 ms where
+nvidia-smi exists), and where the time goes: prepare (the compile on a CPU core before queueing),
+queue, judge, and the judge's own phases (setup: the baseline's executor; load: the candidate's
+load or import; verify; time), as sums and per-verdict means.
+
+Candidates: HGEMM, kforge's honest corpus (tests/corpus/hgemm/honest, the ones that need no extra
+include folder), each made unique by a comment so that every one is compiled and judged; PyTorch,
+each task's own code as ModelNew (correct by construction, about 1x), likewise made unique.
+--budget-s bounds the whole run's submissions (each task gets a share; a task whose share is spent
+submits nothing more, and its figures count what was answered). Uses kforge_client. Also writes
+OUT with .md instead of .json: the table.
 """
 import argparse
 import concurrent.futures as cf
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python", "kforge_client"))
 from kforge_client import Client  # noqa: E402
 
-HGEMM_HONEST = ["tiled_smem.cu", "mma_sync.cu", "wmma_f32acc.cu", "kforge_sm80.cu", "multi_launch.cu", "splitk_host.cu"]
+HGEMM_HONEST = ["tiled_smem.cu", "mma_sync.cu", "wmma_f32acc.cu", "multi_launch.cu", "splitk_host.cu"]
+PHASES = ("setup", "load", "verify", "time")
 
 
-def candidates_for(task_id: str, n: int):
+def torch_seed(task_file: str) -> str:
+    src = open(task_file, encoding="utf-8", errors="replace").read()
+    return re.sub(r"\bModel\b", "ModelNew", src)
+
+
+def candidates_for(task_id: str, n: int, torch_dir: str):
     out = []
     if task_id.startswith("hgemm:"):
         srcs = [open(os.path.join(ROOT, "tests/corpus/hgemm/honest", f)).read() for f in HGEMM_HONEST]
         for i in range(n):
             out.append(f"```cuda\n// serve-bench {task_id} {i}\n{srcs[i % len(srcs)]}\n```\n")
     else:
-        src = open(os.path.join(ROOT, "tests/corpus/torch/honest_cpu/relu_clamp.py")).read()
+        src = torch_seed(os.path.join(torch_dir, task_id + ".py"))
         for i in range(n):
             out.append(f"```python\n# serve-bench {task_id} {i}\n{src}\n```\n")
     return out
+
+
+def metrics(url: str) -> str:
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        return r.read().decode()
+
+
+def busy_seconds(text: str):
+    return [float(m) for m in re.findall(r'kforge_serve_slot_busy_seconds_total\{slot="\d+"\} ([0-9.eE+-]+)', text)]
+
+
+class GpuSampler:
+    """nvidia-smi's utilization.gpu every 200 ms (absent: no samples)."""
+
+    def __init__(self):
+        self.samples = []  # (time, [util per GPU])
+        self.proc = None
+        if shutil.which("nvidia-smi"):
+            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                                          "-lms", "200"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.thread = threading.Thread(target=self._read, daemon=True)
+            self.thread.start()
+
+    def _read(self):
+        batch = []
+        for line in self.proc.stdout:
+            try:
+                batch.append(float(line.strip()))
+            except ValueError:
+                continue
+            if len(batch) >= self.gpus():
+                self.samples.append((time.time(), batch))
+                batch = []
+
+    @staticmethod
+    def gpus():
+        return int(os.environ.get("SERVE_BENCH_GPUS", "1"))
+
+    def mean_between(self, t0: float, t1: float):
+        xs = [sum(u) / len(u) for t, u in list(self.samples) if t0 <= t <= t1]
+        return (statistics.mean(xs) / 100.0, len(xs)) if xs else (None, 0)
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+
+
+def summarize(results, wall, slots, busy_delta, gpu_util):
+    timings = {}
+    for key in ("prepare_s", "queue_s", "judge_s", "total_s", "compile_s", "build_s", "load_s"):
+        vals = [r["timings"][key] for r in results if key in r.get("timings", {})]
+        if vals:
+            timings[key] = {"mean": statistics.mean(vals), "median": statistics.median(vals), "sum": sum(vals)}
+    phases = {}
+    for p in PHASES:
+        vals = [r["timings"]["phases_s"].get(p, 0.0) for r in results if isinstance(r.get("timings", {}).get("phases_s"), dict)]
+        if vals:
+            phases[p] = {"mean": statistics.mean(vals), "sum": sum(vals)}
+    reasons = {}
+    for r in results:
+        k = r["reasons"][0] if r["reasons"] else "accepted"
+        reasons[k] = reasons.get(k, 0) + 1
+    vph = 3600 * len(results) / wall if wall > 0 else 0.0
+    return {"verdicts": len(results), "accepted": sum(bool(r["correct"]) for r in results), "wall_s": wall,
+            "verdicts_per_hour": vph, "slots": slots, "verdicts_per_gpu_hour": vph / max(1, slots),
+            "slot_busy_fraction": [b / wall for b in busy_delta] if wall > 0 else [],
+            "gpu_utilization_mean": gpu_util[0], "gpu_utilization_samples": gpu_util[1],
+            "timings": timings, "judge_phases_s": phases, "reasons": reasons,
+            "speedup_median": statistics.median([max((s["median"] for s in r["speedup"].values()), default=0)
+                                                 for r in results if r["correct"]] or [0])}
+
+
+def table(report):
+    lines = ["| task | verdicts | accepted | wall s | verdicts/GPU-hour | slot busy | GPU util | prepare (compile) s/verdict | "
+             "queue s | judge s | setup | load | verify | time | reasons |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task, r in report["tasks"].items():
+        t, ph = r["timings"], r["judge_phases_s"]
+        f = lambda d, k: f"{d[k]['mean']:.2f}" if k in d else "-"  # noqa: E731
+        busy = ",".join(f"{b:.0%}" for b in r["slot_busy_fraction"]) or "-"
+        util = f"{r['gpu_utilization_mean']:.0%}" if r["gpu_utilization_mean"] is not None else "-"
+        lines.append(f"| {task} | {r['verdicts']} | {r['accepted']} | {r['wall_s']:.1f} | {r['verdicts_per_gpu_hour']:.0f} | "
+                     f"{busy} | {util} | {f(t, 'prepare_s')} | {f(t, 'queue_s')} | {f(t, 'judge_s')} | {f(ph, 'setup')} | "
+                     f"{f(ph, 'load')} | {f(ph, 'verify')} | {f(ph, 'time')} | {json.dumps(r['reasons'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def main():
@@ -49,11 +152,13 @@ def main():
     ap.add_argument("--hgemm", default="4096x4096x4096,256x256x256")
     ap.add_argument("--torch-tasks", default="")
     ap.add_argument("--torch-ids", default="01_relu")
-    ap.add_argument("--n", type=int, default=24)
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--n", type=int, default=24, help="candidates per HGEMM task")
+    ap.add_argument("--torch-n", type=int, default=0, help="candidates per PyTorch task (default: --n)")
+    ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--devices", default="")
     ap.add_argument("--samples", default="0")
+    ap.add_argument("--budget-s", type=float, default=0, help="seconds for all submissions (0: no bound)")
     ap.add_argument("--extra", default="", help="more kforge serve flags, space separated")
     args = ap.parse_args()
 
@@ -69,6 +174,7 @@ def main():
         cmd += ["--devices", args.devices]
     cmd += [a for a in args.extra.split() if a]
     log = open(os.path.join(work, "serve.log"), "w")
+    t_start = time.time()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1200):
         if os.path.exists(port_file) or proc.poll() is not None:
@@ -79,43 +185,55 @@ def main():
         return 1
     url = f"http://127.0.0.1:{int(open(port_file).read())}"
     c = Client(url, None, retries=3)
+    slots = int(c.health().get("slots", 1))
+    torch_dir = args.torch_tasks if os.path.isdir(args.torch_tasks) else os.path.dirname(args.torch_tasks)
     tasks = [f"hgemm:{s}" for s in args.hgemm.split(",") if s] + \
             ([t for t in args.torch_ids.split(",") if t] if args.torch_tasks else [])
-    report = {"command": cmd, "tasks": {}}
+    sampler = GpuSampler()
+    report = {"command": cmd, "startup_s": time.time() - t_start, "slots": slots, "tasks": {}}
     try:
-        for task in tasks:
-            comps = candidates_for(task, args.n)
+        for ti, task in enumerate(tasks):
+            n = args.n if task.startswith("hgemm:") or not args.torch_n else args.torch_n
+            comps = candidates_for(task, n, torch_dir)
+            # This task's share of what is left of the budget.
+            deadline = None
+            if args.budget_s > 0:
+                left = args.budget_s - (time.time() - t_start)
+                deadline = time.time() + max(5.0, left / (len(tasks) - ti))
+            before = busy_seconds(metrics(url))
             t0 = time.time()
+            skipped = [0]
+
+            def one(x):
+                if deadline is not None and time.time() > deadline:
+                    skipped[0] += 1
+                    return None
+                return c.score([task], [x])[0]
+
             with cf.ThreadPoolExecutor(args.clients) as pool:
-                results = list(pool.map(lambda x: c.score([task], [x])[0], comps))
+                results = [r for r in pool.map(one, comps) if r is not None]
             wall = time.time() - t0
-            metrics = subprocess.run(["curl", "-s", url + "/metrics"], capture_output=True, text=True).stdout
-            busy = [float(m) for m in re.findall(r'kforge_serve_slot_busy_fraction\{slot="\d+"\} ([0-9.]+)', metrics)]
-            timings = {}
-            for key in ("prepare_s", "queue_s", "judge_s", "total_s", "compile_s", "build_s", "load_s"):
-                vals = [r["timings"][key] for r in results if key in r.get("timings", {})]
-                if vals:
-                    timings[key] = {"mean": statistics.mean(vals), "median": statistics.median(vals)}
-            reasons = {}
-            for r in results:
-                k = r["reasons"][0] if r["reasons"] else "accepted"
-                reasons[k] = reasons.get(k, 0) + 1
-            rep = {"verdicts": len(results), "accepted": sum(r["correct"] for r in results), "wall_s": wall,
-                   "verdicts_per_hour": 3600 * len(results) / wall, "timings": timings, "reasons": reasons,
-                   "slot_busy_fraction_since_start": busy,
-                   "speedup_median": statistics.median([max((s["median"] for s in r["speedup"].values()), default=0)
-                                                        for r in results if r["correct"]] or [0])}
+            after = busy_seconds(metrics(url))
+            delta = [a - b for a, b in zip(after, before)]
+            rep = summarize(results, wall, slots, delta, sampler.mean_between(t0, t0 + wall))
+            rep["not_submitted"] = skipped[0]
             report["tasks"][task] = rep
             print(task, json.dumps(rep, indent=1), flush=True)
     finally:
+        sampler.stop()
         proc.terminate()
         try:
             proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
         report["serve_log_tail"] = open(os.path.join(work, "serve.log")).read()[-4000:]
+        report["total_s"] = time.time() - t_start
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
+        md = os.path.splitext(args.out)[0] + ".md"
+        with open(md, "w") as f:
+            f.write(table(report))
+        print(table(report))
     return 0
 
 

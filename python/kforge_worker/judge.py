@@ -988,6 +988,11 @@ class Judge:
                 self.details["gpu_lock"] = why
             self.gpu_lock_fd = fd
         try:
+            # Where a verdict's time goes (kforge serve reports it; scripts/serve-bench.py sums it):
+            # setup (probe, executors, the baseline's import), load (the candidate's import), verify
+            # (the verification rounds), time (the timed rounds).
+            phases = self.details["phases_s"] = {}
+            t_phase = _perf()
             self.calibrate_probe()
             self.spawn()
             self.layout()
@@ -995,9 +1000,12 @@ class Judge:
             self.worst = {}
             self.worst_over_bound = 0.0
             self.start_baseline()
+            phases["setup"] = round(_perf() - t_phase, 4)
+            t_phase = _perf()
             self.start_candidate()
             self.check_processes("after importing the candidate")
             self.measure_channel()
+            phases["load"] = round(_perf() - t_phase, 4)
             require_kernel = bool(self.req.get("require_cuda_kernel") or self.policy().get("require_cuda_kernel"))
             profile_round = self.rng.randrange(self.trials) if (require_kernel and self.cuda) else -1
             if require_kernel and not self.cuda:
@@ -1010,7 +1018,10 @@ class Judge:
                     self.send_phase("timing")
                 if rnd == 1:
                     self.reparameterize()
+                t_round = _perf()
                 t = self.run_round(rnd, timed, profile=rnd == profile_round)
+                key = "time" if timed else "verify"
+                phases[key] = round(phases.get(key, 0.0) + _perf() - t_round, 4)
                 if timed:
                     for k, x in t.items():
                         times.setdefault(k, []).append(x)

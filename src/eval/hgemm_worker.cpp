@@ -420,7 +420,18 @@ class Judge {
       throw ExecFailure{reason::kForbiddenCall, "the candidate defines " + sym +
                                                     ", a symbol of the CUDA runtime, a vendor library or the C "
                                                     "library: interposing on it is forbidden"};
+    // Where a verdict's time goes (kforge serve reports it; scripts/serve-bench.py sums it): the
+    // baseline's executor (started once per problem), the candidate's load, verification, timing.
+    double t_phase = now_us();
+    const auto phase_done = [&](const char* name) {
+      const double t = now_us();
+      nlohmann::json& phases = v_.details["phases_s"];
+      if (!phases.is_object()) phases = nlohmann::json::object();
+      phases[name] = phases.value(name, 0.0) + (t - t_phase) * 1e-6;
+      t_phase = t;
+    };
     ensure_baseline();
+    phase_done("setup");
     std::string exe = std::getenv("KFORGE_EXECUTOR") ? std::getenv("KFORGE_EXECUTOR") : self_dir() + "/kforge-executor";
     std::vector<std::string> env = w_.env;
     env.push_back("CUDA_MODULE_LOADING=EAGER");  // no module loads behind the gate (see verify)
@@ -450,11 +461,14 @@ class Judge {
     }
     const double floor_guess = counted_floor_us(sh.flops(), hgemm_bytes(sh), w_.ceilings, 0);
     est_us_ = std::max(1.3 * floor_guess, 8.0);
+    phase_done("load");
 
     verify();
+    phase_done("verify");
     if (!v_.reasons.empty() || r_.skip_timing) return;
     for (const std::string& mode : r_.modes) {
       time_mode(mode);
+      phase_done("time");
       if (!v_.reasons.empty()) return;
     }
     const int after = cand_->threads();

@@ -57,6 +57,8 @@ nlohmann::json Scorer::result_of(const Verdict& v, const std::string& request_id
     timings["compile_s"] = v.details["compile"].value("seconds", 0.0);
   for (const char* k : {"build_s", "load_s"})
     if (v.details.contains(k) && v.details[k].is_number()) timings[k] = v.details[k];
+  // The judge's own phases: setup, load, verify, time (seconds; both judges write them).
+  if (v.details.contains("phases_s") && v.details["phases_s"].is_object()) timings["phases_s"] = v.details["phases_s"];
   nlohmann::json r = {{"request_id", request_id},
                       {"task_id", task_id},
                       {"status", "done"},

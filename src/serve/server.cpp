@@ -346,6 +346,11 @@ std::string ServeHttp::metrics_text() const {
   for (size_t i = 0; i < st.slot_busy_s.size(); ++i)
     out += strf("kforge_serve_slot_busy_fraction{slot=\"%zu\"} %.6f\n", i,
                 st.uptime_s > 0 ? st.slot_busy_s[i] / st.uptime_s : 0.0);
+  help("kforge_serve_slot_busy_seconds_total", "counter", "Seconds each device slot spent judging (its judge called).");
+  for (size_t i = 0; i < st.slot_busy_s.size(); ++i)
+    out += strf("kforge_serve_slot_busy_seconds_total{slot=\"%zu\"} %.6f\n", i, st.slot_busy_s[i]);
+  help("kforge_serve_uptime_seconds", "gauge", "Seconds since the evaluation service started.");
+  out += strf("kforge_serve_uptime_seconds %.6f\n", st.uptime_s);
   help("kforge_serve_rejected_full_total", "counter", "Batches refused with 429 (queue full).");
   out += strf("kforge_serve_rejected_full_total %llu\n", (unsigned long long)m.rejected_429);
   help("kforge_serve_store_requests", "gauge", "Rows of the store by state.");
