@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -54,6 +55,8 @@ from kforge_client import Client  # noqa: E402
 
 TOKEN = "test-token-0123456789abcdef"
 T0 = time.monotonic()
+# A time-out's SIGTERM still runs the clean-up below (the nodes, the actors, the plain serve).
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 def say(msg):
