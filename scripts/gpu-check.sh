@@ -90,7 +90,9 @@ if has pdl; then
 fi
 if has judge; then
   echo "== judge: single verdicts"
-  for spec in "256x256x8192 honest/naive.cu" "256x256x8192 honest/mma_sync.cu" "64x64x64 hacked/legacy_stream_small.cu" \
+  # JUDGE_SINGLE=0 leaves them out (the GPU tests only).
+  [ "${JUDGE_SINGLE:-1}" = 1 ] || echo "(left out: JUDGE_SINGLE=0)"
+  [ "${JUDGE_SINGLE:-1}" = 1 ] && for spec in "256x256x8192 honest/naive.cu" "256x256x8192 honest/mma_sync.cu" "64x64x64 hacked/legacy_stream_small.cu" \
               "64x64x64 honest/tiled_smem.cu" "512x512x16384 hacked/fp16_chunk16.cu" "256x256x8192 hacked/forged_nonce_from_memory.cu"; do
     set -- $spec
     t0=$(date +%s.%N)
@@ -120,7 +122,7 @@ if has repeat; then
   for warm in ${REPEAT_WARMUP_MS:-0}; do
   export KFORGE_JUDGE_WARMUP_MS=$warm
   [ "$warm" = 0 ] && unset KFORGE_JUDGE_WARMUP_MS
-  for cand in mma_sync kforge_sm80; do
+  for cand in ${REPEAT_CANDS:-mma_sync kforge_sm80}; do
     echo "== evaluator repeatability: 5 verdicts of $cand.cu, 4096x4096x4096 tn, warm-up ${warm} ms"
     for i in 1 2 3 4 5; do
       t0=$(date +%s.%N)
@@ -169,7 +171,7 @@ if has gatecost; then
   for spec in "64x64x64 honest/tiled_smem.cu" "64x64x64 hacked/gate_aware_fanout.cu" "256x256x8192 honest/mma_sync.cu" \
               "2048x2048x2048 honest/kforge_sm80.cu"; do
     set -- $spec
-    for g in 0 1; do
+    for g in ${GATECOST_GATES:-0 1}; do
       KFORGE_JUDGE_GATE_EVERY_BATCH=$g timeout 120 $kf eval hgemm --shape "$1" --json --include-dir "$PWD" \
         --mode offline,server --out "$out/gatecost.json" "tests/corpus/hgemm/$2" >/dev/null 2>"$out/gatecost.err" || true
       python3 - "$out/gatecost.json" "$1 $2 gate_every_batch=$g" <<'PY' || tail -3 "$out/gatecost.err"
