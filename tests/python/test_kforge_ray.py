@@ -11,12 +11,15 @@ CPU corpus's ReLU (--device cpu), real HTTP on loopback. Run by tests/unit/test_
    once, the dead node's items on the other node; the same ids asked again come from the record.
 4. A node that joins later gets an actor and receives work.
 5. ``kforge-ray serve`` as a process: it answers, stops on SIGTERM; a usage error is one line, exit 2.
+6. That process killed (-9) mid-verdict and started again on its record: the pending id is judged
+   and the client's retry with the same id gets it; asked again, it comes from the record.
 """
 import importlib.util
 import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -319,30 +322,75 @@ try:
           f"a usage error is one line and exit 2: {bad.returncode} {bad.stderr!r}")
     cluster.add_node(num_cpus=1, resources={"kforge_cli": 1})
     port_file = os.path.join(tmp, "cli-port")
-    cli = subprocess.Popen([sys.executable, "-m", "kforge_ray", "serve", "--address", cluster.address, "--device", "cpu",
-                            "--resource", "kforge_cli", "--kforge", KFORGE, "--token-file", os.path.join(tmp, "token"),
-                            "--store", os.path.join(tmp, "cli.db"), "--port", "0", "--port-file", port_file,
-                            "--work-root", os.path.join(tmp, "cli-work"), "--", *SERVE_ARGS],
-                           env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not os.path.exists(port_file) and cli.poll() is None:
-        time.sleep(0.1)
-    if os.path.exists(port_file):
-        with open(port_file) as f:
-            cli_url = f"http://127.0.0.1:{int(f.read())}"
-        r = Client(cli_url, TOKEN, retries=1).score(["01_relu"], ["no code"], ["cli-1"])[0]
-        check(r["reasons"] == ["invalid_completion"] and r["placement"]["device"]["kind"] == "cpu", f"cli: {r}")
-    else:
-        check(False, "kforge-ray serve did not listen")
-    cli.send_signal(15)
-    try:
-        cli_out = cli.communicate(timeout=60)[0]
-    except subprocess.TimeoutExpired:
-        cli.kill()
-        cli_out = cli.communicate()[0]
-    check(cli.returncode == 0 and "kforge-ray: listening on" in cli_out and "kforge-ray: stopped" in cli_out,
-          f"kforge-ray serve stops on SIGTERM with 0: {cli.returncode} {cli_out[-1500:]}")
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        cli_port = sk.getsockname()[1]
+    cli_url = f"http://127.0.0.1:{cli_port}"
+    cli_db = os.path.join(tmp, "cli.db")
+
+    def start_cli():
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        proc = subprocess.Popen([sys.executable, "-m", "kforge_ray", "serve", "--address", cluster.address, "--device",
+                                 "cpu", "--resource", "kforge_cli", "--kforge", KFORGE, "--token-file",
+                                 os.path.join(tmp, "token"), "--store", cli_db, "--port", str(cli_port), "--port-file",
+                                 port_file, "--work-root", os.path.join(tmp, "cli-work"), "--", *SERVE_ARGS],
+                                env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not os.path.exists(port_file) and proc.poll() is None:
+            time.sleep(0.1)
+        check(os.path.exists(port_file), "kforge-ray serve listens")
+        return proc
+
+    def stop_cli(proc):
+        proc.send_signal(15)
+        try:
+            out_ = proc.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out_ = proc.communicate()[0]
+        check(proc.returncode == 0 and "kforge-ray: listening on" in out_ and "kforge-ray: stopped" in out_,
+              f"kforge-ray serve stops on SIGTERM with 0: {proc.returncode} {out_[-1500:]}")
+
+    cli = start_cli()
+    r = Client(cli_url, TOKEN, retries=1).score(["01_relu"], ["no code"], ["cli-1"])[0]
+    check(r["reasons"] == ["invalid_completion"] and r["placement"]["device"]["kind"] == "cpu", f"cli: {r}")
+    stop_cli(cli)
     say("5. kforge-ray serve as a process: answered, stopped on SIGTERM; a usage error is one line, exit 2")
+
+    # 6. The router killed (-9) while an honest candidate is judged: started again on the same record,
+    # it hands the pending id to an actor again; the client's retry (same id) gets the one verdict.
+    cli = start_cli()
+    got = {}
+
+    def ask():
+        try:
+            got["r"] = Client(cli_url, TOKEN, retries=8, backoff_s=1).score(["01_relu"], [HONEST.format(tag="restart")],
+                                                                            ["cli-restart"])[0]
+        except Exception as e:  # noqa: BLE001
+            got["err"] = e
+
+    th = threading.Thread(target=ask)
+    th.start()
+    deadline = time.monotonic() + 60
+    row = None
+    while time.monotonic() < deadline:
+        row = sqlite3.connect(cli_db).execute("SELECT handed FROM requests WHERE request_id = 'cli-restart'").fetchone()
+        if row and row[0] >= 1:
+            break
+        time.sleep(0.1)
+    time.sleep(2)
+    cli.kill()
+    cli.communicate()
+    cli = start_cli()
+    th.join(timeout=240)
+    check("r" in got and got["r"]["correct"] is True, f"the retried request was answered after the restart: {got}")
+    row = sqlite3.connect(cli_db).execute("SELECT handed, state FROM requests WHERE request_id = 'cli-restart'").fetchone()
+    check(row == (2, "done"), f"handed once before the kill and once after: {row}")
+    again = Client(cli_url, TOKEN, retries=1).score(["01_relu"], [HONEST.format(tag="restart")], ["cli-restart"])[0]
+    check(again.get("from_store") is True and again["reward"] == got.get("r", {}).get("reward"), "then from the record")
+    stop_cli(cli)
+    say("6. the router killed mid-verdict and restarted on its record: the pending id judged, answered once")
 finally:
     try:
         svc.stop()
