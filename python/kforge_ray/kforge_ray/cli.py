@@ -162,6 +162,15 @@ def _serve(args) -> int:
     if args.resource is not None and not args.resource.strip():
         raise UsageError("--resource is empty")
     token = _token(args)
+    if args.port != 0:  # the same check kforge serve makes, before anything starts
+        import socket
+
+        try:
+            with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as sk:
+                sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sk.bind((args.host, args.port))
+        except OSError:
+            raise UsageError(f"cannot bind {args.host}:{args.port} (in use, or not an address of this machine)")
     _writable(args.store, "--store")
     if args.port_file:
         _writable(args.port_file, "--port-file")
@@ -186,6 +195,7 @@ def _serve(args) -> int:
                     start_timeout_s=args.start_timeout, poll_s=args.poll, node_resource=args.node_resource)
     except (RuntimeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
+        ray.shutdown()
         return 1
     st = svc.router.stats()
     print(f"kforge-ray: {len(svc.router.tasks())} task(s), {st['actors']} actor(s), {st['slots']} slot(s), "
@@ -201,6 +211,7 @@ def _serve(args) -> int:
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     svc.stop()
+    ray.shutdown()
     print("kforge-ray: stopped", flush=True)
     return 0
 

@@ -122,6 +122,7 @@ class Router:
         self._threads: List[threading.Thread] = []
         self._cls = None
         self.last_start_error = ""
+        self._mean_judge_s = 0.0  # moving mean of judged verdicts' judge_s: the 429's Retry-After estimate
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -247,7 +248,7 @@ class Router:
             st = self.stats()
             if fresh and st["pending"] + len(fresh) > st["queue_limit"]:
                 self.metrics["rejected_429"] += 1
-                per = 5.0
+                per = self._mean_judge_s or 5.0
                 wait = math.ceil(per * st["pending"] / max(1, st["slots"]))
                 raise ScoreError(429, f"the queue holds {st['pending']} candidates (limit {st['queue_limit']}); this "
                                       f"batch adds {len(fresh)}: retry later", min(600.0, max(1.0, wait)))
@@ -450,10 +451,14 @@ class Router:
         result = dict(result)
         result.pop("from_store", None)  # the router's first answer of this id: the verdict as judged
         first = self.record.complete(rid, result)
+        judge_s = (result.get("timings") or {}).get("judge_s")
         with self._lock:
             e = self._entries.pop(rid, None)
             actor.answered += 1
             self._count("judged" if first else "stored")
+            if first and isinstance(judge_s, (int, float)) and judge_s > 0:
+                m = self._mean_judge_s
+                self._mean_judge_s = judge_s if m == 0 else 0.9 * m + 0.1 * judge_s
         if e is not None and not e.future.done():
             e.future.set_result(result)
 
