@@ -97,6 +97,15 @@ class Ingress:
             def do_POST(self):
                 ingress._handle(self, "POST")
 
+            def do_PUT(self):  # no such endpoint, as in kforge serve (after the token check)
+                ingress._handle(self, "PUT")
+
+            def do_DELETE(self):
+                ingress._handle(self, "DELETE")
+
+            def do_PATCH(self):
+                ingress._handle(self, "PATCH")
+
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             request_queue_size = 4096
