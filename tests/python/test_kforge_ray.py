@@ -319,13 +319,15 @@ try:
     check("kforge_ray_handoffs_total" in m and "kforge_ray_actors 2" in m, "metrics: " + m[:400])
 
     # 5. The entry point: kforge-ray serve as its own process (a second driver on this cluster, its
-    # actors on a node of their own resource), answering, then SIGTERM; and a usage error.
+    # actor on a node of its own: one GPU), answering, then SIGTERM; and a usage error.
     cli_env = dict(os.environ)
     bad = subprocess.run([sys.executable, "-m", "kforge_ray", "serve", "--no-auth", "--", "--tasks", task_dir,
                           "--store", "x.db"], env=cli_env, capture_output=True, text=True, timeout=60)
     check(bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: '--store' is set"),
           f"a usage error is one line and exit 2: {bad.returncode} {bad.stderr!r}")
-    cluster.add_node(num_cpus=1, resources={"kforge_cli": 1})
+    # Its node has one (simulated) GPU: the actor takes num_gpus=1 and Ray sets CUDA_VISIBLE_DEVICES
+    # (the CPU task is still judged on the CPU: --device cpu --resource GPU).
+    cluster.add_node(num_cpus=1, num_gpus=1)
     port_file = os.path.join(tmp, "cli-port")
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
@@ -337,7 +339,7 @@ try:
         if os.path.exists(port_file):
             os.unlink(port_file)
         proc = subprocess.Popen([sys.executable, "-m", "kforge_ray", "serve", "--address", cluster.address, "--device",
-                                 "cpu", "--resource", "kforge_cli", "--kforge", KFORGE, "--token-file",
+                                 "cpu", "--resource", "GPU", "--kforge", KFORGE, "--token-file",
                                  os.path.join(tmp, "token"), "--store", cli_db, "--port", str(cli_port), "--port-file",
                                  port_file, "--work-root", os.path.join(tmp, "cli-work"), "--", *SERVE_ARGS],
                                 env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -360,6 +362,8 @@ try:
     cli = start_cli()
     r = Client(cli_url, TOKEN, retries=1).score(["01_relu"], ["no code"], ["cli-1"])[0]
     check(r["reasons"] == ["invalid_completion"] and r["placement"]["device"]["kind"] == "cpu", f"cli: {r}")
+    acts = call(cli_url, "GET", "/v1/health", token="")[1]["actors"]
+    check(len(acts) == 1 and acts[0]["cuda_visible_devices"] == "0", f"a num_gpus=1 actor sees its GPU: {acts}")
     stop_cli(cli)
     say("5. kforge-ray serve as a process: answered, stopped on SIGTERM; a usage error is one line, exit 2")
 

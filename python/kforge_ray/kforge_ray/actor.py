@@ -220,6 +220,7 @@ class ServeActorImpl:
         info = self.placement()
         info.update({"slots": self.slots, "tasks": self.n_tasks, "pid": os.getpid(),
                      "serve_pid": self._proc.pid if self._proc else None, "store": self.store,
+                     "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                      "task_list": self._get("/v1/tasks")["tasks"]})
         return info
 

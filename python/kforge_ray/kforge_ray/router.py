@@ -185,7 +185,8 @@ class Router:
         with self._lock:
             return [{"actor_id": a.actor_id, "node_id": a.node_id, "alive": a.alive, "depth": a.depth,
                      "slots": a.slots, "answered": a.answered, "host": a.info.get("host"),
-                     "device": a.info.get("device")} for a in self._actors if a.alive]
+                     "device": a.info.get("device"), "cuda_visible_devices": a.info.get("cuda_visible_devices")}
+                    for a in self._actors if a.alive]
 
     def stats(self) -> Dict[str, Any]:
         with self._lock:
