@@ -125,10 +125,33 @@ std::vector<TorchTask> load_task_set(const std::string& path) {
   return task_set_from_json(j, fs::absolute(path).parent_path().string());
 }
 
+namespace {
+// A file name that is not UTF-8 (a KernelBench file named in latin-1) cannot be a JSON string as it
+// is: "file" shows it with U+FFFD, and "file_bytes" holds its bytes in hex, which the reader uses.
+std::string hex_of(const std::string& s) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) out += digits[c >> 4], out += digits[c & 15];
+  return out;
+}
+std::string bytes_of_hex(const std::string& h) {
+  auto val = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) {
+    const int hi = val(h[i]), lo = val(h[i + 1]);
+    if (hi < 0 || lo < 0) KF_USAGE_ERROR("a task's 'file_bytes' is not hex (got '%s')", h.substr(0, 40).c_str());
+    out += char(hi * 16 + lo);
+  }
+  return out;
+}
+}  // namespace
+
 nlohmann::json task_set_to_json(const std::string& source, const std::vector<TorchTask>& tasks) {
   nlohmann::json list = nlohmann::json::array();
-  for (const TorchTask& t : tasks)
+  for (const TorchTask& t : tasks) {
     list.push_back({{"id", t.id}, {"name", t.name}, {"level", t.level}, {"number", t.number}, {"file", t.file}});
+    if (!is_valid_utf8(t.file)) list.back()["file_bytes"] = hex_of(t.file);
+  }
   return {{"format", "kforge-task-set/1"}, {"source", source}, {"count", tasks.size()}, {"tasks", list}};
 }
 
@@ -140,7 +163,8 @@ std::vector<TorchTask> task_set_from_json(const nlohmann::json& j, const std::st
     if (!e.is_object() || !e.contains("file") || !e["file"].is_string())
       KF_USAGE_ERROR("every task in a listing needs a 'file' (got %s)", e.dump().c_str());
     TorchTask t;
-    fs::path f = e["file"].get<std::string>();
+    fs::path f = e.contains("file_bytes") && e["file_bytes"].is_string() ? bytes_of_hex(e["file_bytes"].get<std::string>())
+                                                                         : e["file"].get<std::string>();
     if (f.is_relative()) f = fs::path(base_dir) / f;
     t.file = f.string();
     auto [num, name] = parse_task_file_name(f.filename().string());

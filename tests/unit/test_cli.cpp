@@ -210,6 +210,14 @@ TEST(Cli, TasksImportLatin1) {
   auto list = run_kforge("tasks list " + dir + "/kb --json");
   EXPECT_EQ(list.rc, 0) << list.err;
   EXPECT_NO_THROW((void)nlohmann::json::parse(list.out)) << list.out;
+  // The listing names the task file by its bytes: eval --tasks finds it and its solution (the
+  // stand-in worker accepts it). A listing holding the name with U+FFFD for the byte named no file.
+  std::filesystem::create_directories(dir + "/sol");
+  std::ofstream(dir + "/sol/1_Caf\xe9.py", std::ios::binary) << "class ModelNew: pass\n";
+  auto judged = run_kforge("--version >/dev/null; KFORGE_PYTHON_DIR=" + std::string(KFORGE_SOURCE_DIR) +
+                           "/tests/support/fake_torch_worker " + KFORGE_BINARY + " eval --device cpu --tasks " + dir +
+                           "/s.json --solutions " + dir + "/sol --json");
+  EXPECT_EQ(judged.rc, 0) << judged.err << judged.out.substr(0, 2000);
 }
 
 // Item 19: doctor reports the Python kforge will use ($KFORGE_PYTHON), not python3 on PATH.
