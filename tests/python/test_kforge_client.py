@@ -83,6 +83,11 @@ s = compute_score("kforge", THREADED.format(tag="verl"), "01_relu", {"index": 7}
 assert isinstance(s, dict) and isinstance(s["score"], float) and s["correct"] == 0.0, s
 s2 = compute_score("kforge", "no code", {"task_id": "01_relu"}, None)
 assert isinstance(s2["score"], float) and s2["correct"] == 0.0, s2
+# verl's reward managers call it with keywords, extra_info carrying num_turns and rollout_reward_scores,
+# and merge the config's reward_kwargs (here the url) into the call; every call returns the same keys.
+s3 = compute_score(data_source="kforge", solution_str="no code", ground_truth="01_relu",
+                   extra_info={"index": 3, "num_turns": None, "rollout_reward_scores": {}}, url=URL)
+assert set(s3) == set(s) == {"score", "correct", "speedup"} and s3["score"] < 0, s3
 
 # OpenRLHF: {"query": prompt + response, "prompts", "labels"} -> {"rewards", "scores", "extra_logs"}.
 g = c.get_reward(["P:" + THREADED.format(tag="orl"), "P:no code"], ["P:", "P:"], ["01_relu", "01_relu"])

@@ -772,6 +772,30 @@ TEST(ServeClient, PythonClientTrlAndVerlAdapters) {
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
 }
 
+// verl itself calls the adapter: its loader (get_custom_reward_fn, the path as pkg://... and as a
+// file, reward_kwargs with the server's url and token) and its NaiveRewardManager over a DataProto
+// (tests/python/test_verl_reward_manager.py). Needs verl: $KFORGE_VERL_PYTHON (a Python with verl,
+// e.g. a venv made with --system-site-packages and `pip install verl`), else python3 when it has it.
+TEST(ServeClient, VerlRewardManagerCallsTheAdapter) {
+  std::string py = std::getenv("KFORGE_VERL_PYTHON") ? std::getenv("KFORGE_VERL_PYTHON") : "python3";
+  if (std::system((py + " -c 'import verl.workers.reward_manager.naive' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "SKIPPED: verl is not installed for " << py << " (set KFORGE_VERL_PYTHON to a Python with verl)";
+  const std::string store = test::temp_dir() + "/s.db";
+  ServeProcess srv(task_set(), store);
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  const std::string cmd = strf("KFORGE_SERVE_URL=http://127.0.0.1:%d KFORGE_SERVE_TOKEN=%s %s %s/tests/python/"
+                               "test_verl_reward_manager.py 2>&1",
+                               srv.port(), kToken.c_str(), py.c_str(), kSource.c_str());
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out << srv.log();
+  EXPECT_NE(out.find("OK"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace kforge
 
