@@ -795,9 +795,7 @@ class Judge {
     Batch b = new_batch();
     const size_t n = std::min<size_t>(b.order.size(), 8);
     prepare(b);
-    std::vector<double> events, outside;
-    int undercut = 0;  // calls whose events said less than the judge's clock allows
-    std::vector<double> judged;
+    std::vector<double> events, judged;
     std::exponential_distribution<double> gap(1.0 / 500.0);
     std::mt19937_64 rng(os_random());
     for (size_t j = 0; j < n; ++j) {
@@ -813,47 +811,54 @@ class Judge {
         return 0;
       }
       const auto ev = rep.value("events_us", std::vector<double>{});
-      const double event = ev.empty() || !std::isfinite(ev[0]) ? 0.0 : ev[0];
-      const double judge = std::max(wall - channel, 0.0);
-      events.push_back(event);
-      judged.push_back(judge);
-      outside.push_back(std::max(event, judge - spread));
-      if (event < judge - spread) ++undercut;
+      events.push_back(ev.empty() || !std::isfinite(ev[0]) ? 0.0 : ev[0]);
+      judged.push_back(std::max(wall - channel, 0.0));
     }
     Batch used = b;
     used.order.resize(n);
     used.dists.resize(n);
     before_.resize(n);
     if (is_cand) judge_batch(used, {{"rc", 0}}, "server timing", true);
-    // A call's time: its events, bounded below by the judge's own clock (see above).
-    std::sort(events.begin(), events.end());
-    std::sort(outside.begin(), outside.end());
-    std::sort(judged.begin(), judged.end());
-    // Most calls' events under what the judge's clock allows, and by much: the candidate's process
-    // reports times it did not take (an honest call's events undercut only when the channel was
-    // slower than its measured spread, now and then).
-    // Rejected only where no honest call explains it: the events below the counted floor (no
-    // GEMM runs that fast), or most calls undercut and the median event under half of what the
-    // judge's clock allows and by more than 50 us (the host's own jitter: an honest 72 us call at
-    // 2048^3 measured 266 us by the judge's clock less a 214 +- 149 us channel on the H200).
-    const double allowed = judged[n / 2] - spread;
-    if (is_cand) {
-      nlohmann::json& t = v_.details["timing"]["server_calls"];
-      t = {{"events_us", events}, {"judge_less_channel_us", judged}, {"channel_us", channel}, {"spread_us", spread}};
+    if (!is_cand) {
+      // The baseline's process is candidate-free, so its events are true: how far the judge's
+      // clock (less the channel) lies above them per call calibrates the bound below, and how
+      // much that varies is the judge's own per-call jitter.
+      for (size_t j = 0; j < n; ++j) base_gaps_.push_back(judged[j] - events[j]);
+      gap_median_ = median(base_gaps_);
+      std::vector<double> dev;
+      for (double g : base_gaps_) dev.push_back(std::fabs(g - gap_median_));
+      gap_jitter_ = std::max(1.4826 * median(dev), 3.0);
+      return median(events);
     }
-    if (is_cand && ((events[n / 2] < 0.9 * floor_us_) ||
-                    (2 * undercut > int(n) && events[n / 2] < 0.5 * allowed && allowed - events[n / 2] > 50.0))) {
+    // The candidate's calls: their events' median, bounded below by the judge's own clock (its
+    // median over the calls) less what the baseline's calls showed the clock adds (never less
+    // than 0) and three standard errors of a median of this many calls; before the baseline has
+    // been seen, less the channel's spread. Events are the candidate's to forge: a forged one
+    // gains at most that slack, and the counted floor still applies to the result.
+    const bool calibrated = gap_jitter_ > 0;
+    const double slack =
+        calibrated ? std::max(gap_median_, 0.0) + 3 * 1.2533 * gap_jitter_ / std::sqrt(double(n)) : spread;
+    int undercut = 0;  // calls whose events said less than the judge's clock allows
+    for (size_t j = 0; j < n; ++j)
+      if (events[j] < judged[j] - slack) ++undercut;
+    const double ev_med = median(events), low_med = median(judged) - slack;
+    v_.details["timing"]["server_calls"] = {{"events_us", events}, {"judge_less_channel_us", judged},
+                                            {"channel_us", channel}, {"slack_us", slack},
+                                            {"baseline_gap_us", gap_median_}, {"baseline_jitter_us", gap_jitter_}};
+    // Rejected where no honest call explains it: events under the counted floor (no GEMM runs that
+    // fast), or most calls undercut, the median event under half of the bound and by more than
+    // the judge's jitter allows (an honest call undercuts only when the clock was slow, now and then).
+    if (ev_med < 0.9 * floor_us_ ||
+        (2 * undercut > int(n) && ev_med < 0.5 * low_med && low_med - ev_med > std::max(20.0, 3 * gap_jitter_))) {
       v_.reject(reason::kForgedReply,
                 strf("server mode: the executor's event times (median %.1f us) are shorter than the judge's clock allows "
-                     "(%.1f us per call, less the channel's %.1f +- %.1f us) for %d of %zu calls",
-                     events[n / 2], judged[n / 2], channel, spread, undercut, n));
+                     "(%.1f us per call less the channel's %.1f us, less %.1f us of slack) for %d of %zu calls",
+                     ev_med, median(judged), channel, slack, undercut, n));
       return 0;
     }
-    if (is_cand) {
-      v_.details["timing"]["server_events_us_median"] = events[n / 2];
-      v_.details["timing"]["server_calls_undercut"] = v_.details["timing"].value("server_calls_undercut", 0) + undercut;
-    }
-    return outside[n / 2];
+    v_.details["timing"]["server_events_us_median"] = ev_med;
+    v_.details["timing"]["server_calls_undercut"] = v_.details["timing"].value("server_calls_undercut", 0) + undercut;
+    return std::max(ev_med, low_med);
   }
 
   void time_mode(const std::string& mode_name) {
@@ -875,6 +880,14 @@ class Judge {
     }
     cand_channel_ = channel_us(*cand_, mode == Mode::kServer ? "server" : "offline", &cand_spread_);
     base_channel_ = channel_us(*w_.baseline, mode == Mode::kServer ? "server" : "offline", &base_spread_);
+    if (mode == Mode::kServer) {
+      // The baseline's calls first (16, untimed): the judge's clock is calibrated on them before
+      // any candidate call is bounded by it.
+      base_gaps_.clear();
+      gap_jitter_ = -1;
+      for (int i = 0; i < 2 && v_.reasons.empty(); ++i) server_sample(*w_.baseline);
+      if (!v_.reasons.empty()) return;
+    }
     // KFORGE_JUDGE_WARMUP_MS: the baseline's calls for that long before the first timed round, to
     // bring the GPU's clocks and temperature to the state the rounds keep it in (cuBLASLt at 4096^3
     // runs at the power limit, and its time moved +-3% between verdicts seconds apart; see
@@ -960,6 +973,8 @@ class Judge {
   size_t ws_bytes_ = 0;
   double est_us_ = 0, floor_us_ = 0, rotation_bytes_ = 0;
   double cand_channel_ = 0, base_channel_ = 0, cand_spread_ = 10, base_spread_ = 10;
+  std::vector<double> base_gaps_;                // server mode: the baseline's calls, judge's clock less channel less events
+  double gap_median_ = 0, gap_jitter_ = -1;      // their median and robust spread (-1: none yet)
   bool warmed_up_ = false;
   ArenaLayout L_;
   DeviceBuffer arena_, slots_dev_, dists_dev_, checks_dev_;
