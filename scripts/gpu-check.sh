@@ -10,6 +10,14 @@
 #           TUNE_STALE, TUNE_RETUNE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the
 #           result back. TUNE_RETUNE=1 measures TUNE_SHAPES again even where the table is current
 #           (with TUNE_VARIANTS=0: every variant, e.g. on the shapes a grid run lost)
+#   threads the exported C API from eight fresh host threads x 1,000 calls over mixed shapes, every
+#           output checked in fp64 (GpuTest.EightHostThreads*), its per-call host cost past 16
+#           problems (GpuTest.ApiHostCost*), then the dispatcher's odd shapes (threads.log)
+#   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
+#           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
+#           at its faster one: the even-numbered half first, then the odd half if OFFGRID_BUDGET
+#           (seconds, default 230) allows; per-shape tables offgrid-{a,b}-speedup.csv, the whole
+#           measurement offgrid-{a,b}.csv, a combined summary at the end (offgrid-summary.txt)
 #   gatecost the same verdicts (offline and server) with every batch gated and without
 #           (KFORGE_JUDGE_GATE_EVERY_BATCH), at 64^3, 256x256x8192 and 2048^3
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with
@@ -165,6 +173,50 @@ if has serve; then
     --n "${SERVE_N:-40}" --torch-n "${SERVE_TORCH_N:-16}" --clients 32 --device cuda --budget-s "${SERVE_BUDGET_S:-200}" \
     >"$out/serve-bench.log" 2>&1 || echo "serve-bench exited $?"
   tail -12 "$out/serve-bench.log"
+fi
+if has threads; then
+  echo "== the exported C API from eight host threads (every call checked), and its host cost"
+  timeout 240 ctest --test-dir "$build" --output-on-failure -R "EightHostThreads|ApiHostCost|DispatcherServesOddShapes" \
+    2>&1 | tee "$out/threads.log" | grep -E "threads x|first failure|ns per call|Passed|Failed|SKIPPED|tests passed|Expected|Which is|\*\*\*" | head -40 || true
+fi
+if has offgrid; then
+  echo "== off-grid shapes: ours vs lt_auto, offline and graph, each at its faster layout"
+  # Two halves of data/shapes/offgrid.txt (every other shape), each written whole when it ends, so
+  # that a half cut by the budget costs only itself.
+  grep -v '^#' data/shapes/offgrid.txt | sed 's/#.*//; s/ *$//' | grep -v '^$' >"$out/offgrid-all.txt"
+  awk 'NR % 2 == 1' "$out/offgrid-all.txt" >"$out/offgrid-a.txt"
+  awk 'NR % 2 == 0' "$out/offgrid-all.txt" >"$out/offgrid-b.txt"
+  table=(); [ -f "$out/dispatch-table.json" ] && table=(--table "$out/dispatch-table.json")
+  t_start=$(date +%s)
+  budget=${OFFGRID_BUDGET:-230}
+  for half in a b; do
+    left=$((budget - ($(date +%s) - t_start)))
+    if [ "$half" = b ] && [ "$left" -lt 60 ]; then echo "offgrid: ${left} s of the budget left: half b skipped"; break; fi
+    echo "-- half $half ($(wc -l <"$out/offgrid-$half.txt") shapes, ${left} s left)"
+    /usr/bin/time -f "offgrid $half wall %e s" timeout "$left" $kf hgemm bench --shapes "$out/offgrid-$half.txt" \
+      --baselines lt_auto --speedup ours:lt_auto "${table[@]}" --mode offline,graph --no-db --table-limit 0 \
+      --out "$out/offgrid-$half.csv" --speedup-out "$out/offgrid-$half-speedup.csv" >"$out/offgrid-$half.log" 2>&1 || true
+    grep -E "shapes, geomean|wall|warning|error" "$out/offgrid-$half.log" | head -20 || true
+  done
+  python3 - "$out" <<'PY' | tee "$out/offgrid-summary.txt" || true
+import csv, math, os, sys
+out = sys.argv[1]
+rows = []
+for half in "ab":
+    f = os.path.join(out, f"offgrid-{half}-speedup.csv")
+    if os.path.exists(f):
+        rows += list(csv.DictReader(open(f)))
+for mode in sorted({r["mode"] for r in rows}):
+    xs = [(float(r["speedup"]), f'{r["m"]}x{r["n"]}x{r["k"]}') for r in rows if r["mode"] == mode]
+    g = math.exp(sum(math.log(x) for x, _ in xs) / len(xs))
+    worst = sorted(xs)[:8]
+    print(f"{mode}: {len(xs)} shapes, geomean {g:.3f}, win rate {sum(x > 1 for x, _ in xs) / len(xs):.1%}, "
+          f"{sum(x < 0.8 for x, _ in xs)} below 0.80; worst: " + ", ".join(f"{s} {x:.2f}" for x, s in worst))
+    for lo, hi, name in ((0, 1e9, "<1e9"), (1e9, 1e11, "1e9-1e11"), (1e11, 1e99, ">=1e11")):
+        sel = [x for x, s in xs if lo <= 2 * math.prod(map(int, s.split("x"))) < hi]
+        if sel:
+            print(f"   {name} FLOP: {len(sel)} shapes, geomean {math.exp(sum(map(math.log, sel)) / len(sel)):.3f}")
+PY
 fi
 if has gatecost; then
   echo "== what gating every batch costs: the same verdicts with KFORGE_JUDGE_GATE_EVERY_BATCH=0 and 1"

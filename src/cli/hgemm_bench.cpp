@@ -58,6 +58,8 @@ struct BenchOptions {
   bool ours = false;          // add "ours" to the baselines
   std::string table;          // dispatch table for "ours" (default: the shipped one, when present)
   int max_variants = 0;       // ours_all: measure only the best N by the cost model (0: every variant)
+  std::string speedup;        // "IMPL:BASE": the per-shape speed-up table (both added to the baselines)
+  std::vector<std::string> speedup_outs;  // that table as FILE.csv / FILE.json
   // Tuning (kforge hgemm tune): winners verified and written to `tune_out` after every shape.
   std::string tune_out;
   bool retune = false;
@@ -105,6 +107,24 @@ BenchPlan make_plan(const BenchOptions& o) {
   }
   if (o.ours && std::find(p.baselines.begin(), p.baselines.end(), "ours") == p.baselines.end())
     p.baselines.push_back("ours");
+  if (!o.speedup.empty()) {
+    const std::vector<std::string> sides = split(o.speedup, ':');
+    if (sides.size() != 2 || sides[0] == sides[1])
+      KF_USAGE_ERROR("bad --speedup '%s': expected IMPL:BASE with two different implementations, e.g. ours:lt_auto",
+                     o.speedup.c_str());
+    for (const std::string& b : sides) {
+      if (std::find(std::begin(kBaselineNames), std::end(kBaselineNames), b) == std::end(kBaselineNames))
+        KF_USAGE_ERROR("--speedup: unknown implementation '%s' (expected cublas, lt_heur, lt_auto, ours, ours_all)",
+                       b.c_str());
+      if (std::find(p.baselines.begin(), p.baselines.end(), b) == p.baselines.end()) p.baselines.push_back(b);
+    }
+  }
+  if (!o.speedup_outs.empty() && o.speedup.empty()) KF_USAGE_ERROR("--speedup-out needs --speedup IMPL:BASE");
+  for (const std::string& out : o.speedup_outs) {
+    if (!ends_with(out, ".csv") && !ends_with(out, ".json"))
+      KF_USAGE_ERROR("--speedup-out '%s' must end in .csv or .json", out.c_str());
+    check_writable(out);
+  }
   if (p.baselines.empty()) KF_USAGE_ERROR("no baseline given");
   if (o.max_variants < 0) KF_USAGE_ERROR("--max-variants must be 0 (all) or positive");
   if (!o.table.empty() && !exists_quietly(o.table))
@@ -321,11 +341,10 @@ void record_winners(const std::vector<Measurement>& rows, const BenchPlan& plan,
   write_file_atomic(o.tune_out, tuned.to_json().dump(1) + "\n");
 }
 
-// The table "ours" dispatches from: the one given, else the one shipped in data/ when present,
-// else none (the heuristic alone).
+// The table "ours" dispatches from: the one given, else the one shipped beside the kforge binary
+// (shipped_table_path) when present, else none (the cost model alone).
 DispatchTable ours_table(const std::string& given) {
-  const std::string shipped = std::string(KFORGE_DATA_DIR) + "/hgemm/dispatch-table.json";
-  const std::string path = !given.empty() ? given : std::filesystem::exists(shipped) ? shipped : "";
+  const std::string path = !given.empty() ? given : shipped_table_path();
   return path.empty() ? DispatchTable{} : DispatchTable::load(path);
 }
 
@@ -574,6 +593,16 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   std::printf("ceilings: %.1f TFLOP/s fp16 tensor, %.0f GB/s memory, %.0f GB/s L2 (%s)\n", ceil.tensor_tflops,
               ceil.bandwidth_gbs, ceil.l2_bandwidth_gbs, ceil.method.c_str());
   std::printf("took %s\n", human_duration(progress.seconds()).c_str());
+  if (!o.speedup.empty()) {
+    const std::vector<std::string> sides = split(o.speedup, ':');
+    const std::vector<ShapeSpeedup> sp = speedup_per_shape(all, sides[0], sides[1]);
+    std::printf("== speed-up of %s over %s, per shape\n%s", sides[0].c_str(), sides[1].c_str(),
+                format_speedup_table(sp, sides[0], sides[1]).c_str());
+    for (const std::string& out : o.speedup_outs) {
+      write_file_atomic(out, ends_with(out, ".csv") ? speedup_csv(sp) : speedup_json(sp, sides[0], sides[1]).dump(1) + "\n");
+      std::fprintf(stderr, "wrote %s\n", out.c_str());
+    }
+  }
 
   nlohmann::json summary;
   for (Mode mode : plan.modes) {
@@ -760,6 +789,11 @@ void register_hgemm_bench(CLI::App& hgemm) {
   cmd->add_option("--variants-out", o->variants_out,
                   "also write every timed variant (each of ours_all's kernels, each of lt_auto's algorithms) as its "
                   "own row to FILE.csv, ratio_to_best against the best of its implementation");
+  cmd->add_option("--speedup", o->speedup,
+                  "IMPL:BASE (e.g. ours:lt_auto): both are timed, and a per-shape table is printed at the end: shape, "
+                  "mode, each side's time at its faster layout, BASE/IMPL ratio, then per mode the geometric mean, win "
+                  "rate, minimum and the shapes below 0.80");
+  cmd->add_option("--speedup-out", o->speedup_outs, "write the --speedup table to FILE.csv or FILE.json (repeatable)");
   cmd->callback([o] { run_bench(*o, command_line()); });
 }
 

@@ -1,5 +1,8 @@
 #include "ops/hgemm_table.hpp"
 
+#include <filesystem>
+#include <system_error>
+
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/hash.hpp"
@@ -107,6 +110,19 @@ void DispatchTable::put(nlohmann::json row) {
   }
   rows_.push_back(std::move(row));
   rebuild();
+}
+
+std::string shipped_table_path(std::vector<std::string>* looked) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path up = exe.parent_path().parent_path();
+  for (const fs::path& p : {up / "data" / "hgemm" / "dispatch-table.json", up / "share" / "kforge" / "hgemm" / "dispatch-table.json"}) {
+    if (looked) looked->push_back(p.string());
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
 }
 
 }  // namespace kforge

@@ -18,6 +18,12 @@ namespace kforge {
 // build with another set was chosen among other candidates (`hgemm tune --retune-stale`).
 std::string variants_fingerprint();
 
+// The dispatch table kforge ships, found relative to the running kforge binary (never a path
+// baked in at build time): BIN/../data/hgemm/dispatch-table.json (a build folder inside the source
+// tree, e.g. build/kforge) or BIN/../share/kforge/hgemm/dispatch-table.json (an installed prefix).
+// Empty when neither exists; `looked` (optional) receives the paths tried.
+std::string shipped_table_path(std::vector<std::string>* looked = nullptr);
+
 class DispatchTable {
  public:
   DispatchTable() = default;

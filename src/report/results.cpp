@@ -510,4 +510,95 @@ std::vector<SpeedupRow> speedup_by_decade(const std::vector<Measurement>& rows, 
   return out;
 }
 
+std::vector<ShapeSpeedup> speedup_per_shape(const std::vector<Measurement>& rows, const std::string& impl,
+                                            const std::string& base) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, Acc, std::string>;
+  std::map<Key, std::pair<const Measurement*, const Measurement*>> best;  // (impl, base)
+  for (const Measurement& m : rows) {
+    if ((m.impl != impl && m.impl != base) || !m.verified || !positive(m.time_us.median)) continue;
+    auto& [bi, bb] = best[{m.shape.m, m.shape.n, m.shape.k, m.acc, m.mode}];
+    const Measurement*& b = m.impl == impl ? bi : bb;
+    if (!b || m.time_us.median < b->time_us.median) b = &m;
+  }
+  std::vector<ShapeSpeedup> out;
+  for (const auto& [key, pair] : best) {
+    const auto [bi, bb] = pair;
+    if (!bi || !bb) continue;
+    ShapeSpeedup r;
+    r.shape = bi->shape;
+    r.acc = bi->acc;
+    r.mode = bi->mode;
+    r.impl_us = bi->time_us.median;
+    r.base_us = bb->time_us.median;
+    r.speedup = r.base_us / r.impl_us;
+    r.impl_layout = bi->layout;
+    r.base_layout = bb->layout;
+    r.impl_algo = bi->algo;
+    r.base_algo = bb->algo;
+    out.push_back(std::move(r));
+  }
+  // In the order the shapes were measured would need the plan; by mode, then FLOPs, is stable.
+  std::stable_sort(out.begin(), out.end(), [](const ShapeSpeedup& a, const ShapeSpeedup& b) {
+    if (a.mode != b.mode) return a.mode < b.mode;
+    return a.shape.flops() < b.shape.flops();
+  });
+  return out;
+}
+
+std::string format_speedup_table(const std::vector<ShapeSpeedup>& rows, const std::string& impl,
+                                 const std::string& base, double floor) {
+  std::string out = strf("%-20s %-8s %12s %-3s %12s %-3s %7s\n", "shape", "mode", impl.c_str(), "", base.c_str(), "",
+                         "ratio");
+  std::map<std::string, std::vector<double>> by_mode;
+  for (const ShapeSpeedup& r : rows) {
+    out += strf("%-20s %-8s %12s %-3s %12s %-3s %7.3f%s\n", r.shape.str().c_str(), r.mode.c_str(),
+                human_us(r.impl_us).c_str(), std::string(to_string(r.impl_layout)).c_str(), human_us(r.base_us).c_str(),
+                std::string(to_string(r.base_layout)).c_str(), r.speedup, r.speedup < floor ? "  <" : "");
+    by_mode[r.mode].push_back(r.speedup);
+  }
+  out += strf("ratio = %s time / %s time, each at its faster layout; '<' marks a ratio below %.2f\n", base.c_str(),
+              impl.c_str(), floor);
+  for (const auto& [mode, xs] : by_mode) {
+    const auto wins = std::count_if(xs.begin(), xs.end(), [](double x) { return x > 1.0; });
+    const auto below = std::count_if(xs.begin(), xs.end(), [floor](double x) { return x < floor; });
+    out += strf("%s: %zu shapes, geomean %.3f, win rate %.1f%%, min %.3f, max %.3f, %lld below %.2f\n", mode.c_str(),
+                xs.size(), geomean(xs), 100.0 * double(wins) / double(xs.size()), *std::min_element(xs.begin(), xs.end()),
+                *std::max_element(xs.begin(), xs.end()), (long long)below, floor);
+  }
+  return out;
+}
+
+std::string speedup_csv(const std::vector<ShapeSpeedup>& rows) {
+  std::string out = "m,n,k,acc,mode,impl_us,impl_layout,impl_algo,base_us,base_layout,base_algo,speedup\n";
+  auto quote = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  for (const ShapeSpeedup& r : rows)
+    out += strf("%lld,%lld,%lld,%s,%s,%.4f,%s,%s,%.4f,%s,%s,%.5f\n", (long long)r.shape.m, (long long)r.shape.n,
+                (long long)r.shape.k, std::string(to_string(r.acc)).c_str(), r.mode.c_str(), r.impl_us,
+                std::string(to_string(r.impl_layout)).c_str(), quote(r.impl_algo).c_str(), r.base_us,
+                std::string(to_string(r.base_layout)).c_str(), quote(r.base_algo).c_str(), r.speedup);
+  return out;
+}
+
+nlohmann::json speedup_json(const std::vector<ShapeSpeedup>& rows, const std::string& impl, const std::string& base) {
+  nlohmann::json j = {{"impl", impl}, {"base", base}, {"rows", nlohmann::json::array()}, {"summary", nlohmann::json::object()}};
+  std::map<std::string, std::vector<double>> by_mode;
+  for (const ShapeSpeedup& r : rows) {
+    j["rows"].push_back({{"m", r.shape.m}, {"n", r.shape.n}, {"k", r.shape.k}, {"acc", std::string(to_string(r.acc))},
+                         {"mode", r.mode}, {"impl_us", r.impl_us}, {"impl_layout", std::string(to_string(r.impl_layout))},
+                         {"impl_algo", r.impl_algo}, {"base_us", r.base_us},
+                         {"base_layout", std::string(to_string(r.base_layout))}, {"base_algo", r.base_algo},
+                         {"speedup", r.speedup}});
+    by_mode[r.mode].push_back(r.speedup);
+  }
+  for (const auto& [mode, xs] : by_mode)
+    j["summary"][mode] = {{"shapes", xs.size()}, {"geomean", geomean(xs)},
+                          {"min", *std::min_element(xs.begin(), xs.end())},
+                          {"below_0_80", std::count_if(xs.begin(), xs.end(), [](double x) { return x < 0.80; })}};
+  return j;
+}
+
 }  // namespace kforge

@@ -93,4 +93,23 @@ struct SpeedupRow {
 std::vector<SpeedupRow> speedup_by_decade(const std::vector<Measurement>& rows, const std::string& impl,
                                           const std::string& base);
 
+// Per (shape, acc, mode): each side's fastest verified time over its layouts (what ran, and in
+// which layout), and the speed-up base / impl. Shapes one side lacks are left out.
+struct ShapeSpeedup {
+  Shape shape;
+  Acc acc = Acc::kF32;
+  std::string mode;
+  double impl_us = 0, base_us = 0, speedup = 0;
+  Layout impl_layout = Layout::kNN, base_layout = Layout::kNN;
+  std::string impl_algo, base_algo;
+};
+std::vector<ShapeSpeedup> speedup_per_shape(const std::vector<Measurement>& rows, const std::string& impl,
+                                            const std::string& base);
+// The per-shape table (shape, mode, impl, base, ratio), then per mode: shapes, geometric mean,
+// win rate, minimum and how many fall below `floor`.
+std::string format_speedup_table(const std::vector<ShapeSpeedup>& rows, const std::string& impl,
+                                 const std::string& base, double floor = 0.80);
+std::string speedup_csv(const std::vector<ShapeSpeedup>& rows);
+nlohmann::json speedup_json(const std::vector<ShapeSpeedup>& rows, const std::string& impl, const std::string& base);
+
 }  // namespace kforge

@@ -3,8 +3,12 @@
 // link through the installed CMake package with the nvcc kforge itself was built with.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,7 +48,8 @@ TEST(HgemmExport, WritesTheLibraryFolder) {
   for (const char* f : {"include/kforge_hgemm.h", "include/kforge/abi/hgemm.h", "src/kernels/hgemm/kernel_api.hpp",
                         "src/kernels/hgemm/wgmma_ops.cuh", "src/kernels/hgemm/sm80_gemm.cuh",
                         "src/kernels/hgemm/sm90_gemm.cuh", "src/kernels/hgemm/tile_order.cuh", "src/kernels/hgemm/variants.cu",
-                        "src/kernels/hgemm/dispatch.hpp", "src/kernels/hgemm/dispatch.cpp", "src/dispatch_table.cpp",
+                        "src/kernels/hgemm/dispatch.hpp", "src/kernels/hgemm/dispatch.cpp", "src/kernels/hgemm/cost_model.hpp",
+                        "src/dispatch_table.cpp",
                         "src/kforge_hgemm.cpp", "CMakeLists.txt", "cmake/kforge_hgemmConfig.cmake.in",
                         "example/CMakeLists.txt", "example/example.cpp", "README.md", "kforge-export.json"})
     EXPECT_TRUE(fs::is_regular_file(dir + "/" + f)) << f;
@@ -125,12 +130,65 @@ TEST(HgemmExport, RefusesBadInputAndWritesNothing) {
   EXPECT_NE(noout.rc, 0);
 }
 
+// The default table is found relative to the binary, not at a path baked in at build time: a
+// kforge binary moved away from its data is refused (one line, exit 2) unless --no-table says so.
+TEST(HgemmExport, MovedBinaryFindsNoTableAndSaysSo) {
+  const std::string base = test::temp_dir();
+  fs::create_directories(base + "/bin");
+  fs::copy_file(KFORGE_BINARY, base + "/bin/kforge");
+  fs::permissions(base + "/bin/kforge", fs::perms::owner_all);
+  auto run_moved = [&](const std::string& args) {
+    const std::string out = base + "/out.txt", err = base + "/err.txt";
+    const int status = std::system((base + "/bin/kforge " + args + " >" + out + " 2>" + err).c_str());
+    return std::tuple{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  };
+  auto [rc, out, err] = run_moved("hgemm export --out " + base + "/lib");
+  EXPECT_EQ(rc, 2) << err;
+  EXPECT_NE(err.find("no dispatch table beside this kforge binary"), std::string::npos) << err;
+  EXPECT_NE(err.find("--no-table"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_FALSE(fs::exists(base + "/lib"));
+  std::tie(rc, out, err) = run_moved("hgemm export --no-table --out " + base + "/lib");
+  ASSERT_EQ(rc, 0) << err;
+  const auto manifest = nlohmann::json::parse(slurp(base + "/lib/kforge-export.json"));
+  EXPECT_EQ(manifest["table_entries"], 0);
+  EXPECT_TRUE(manifest["table"].is_null());
+  // Beside an installed-prefix layout (BIN/../share/kforge/hgemm/) the table is found again.
+  fs::create_directories(base + "/share/kforge/hgemm");
+  fs::copy_file(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/dispatch-table.json",
+                base + "/share/kforge/hgemm/dispatch-table.json");
+  std::tie(rc, out, err) = run_moved("hgemm export --out " + base + "/lib2");
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_GT(nlohmann::json::parse(slurp(base + "/lib2/kforge-export.json"))["table_entries"].get<int>(), 1000);
+  // --no-table and --table together are a usage error.
+  std::tie(rc, out, err) = run_moved("hgemm export --no-table --table x.json --out " + base + "/lib3");
+  EXPECT_EQ(rc, 2) << err;
+}
+
+// The exported CMake takes CMAKE_CUDA_ARCHITECTURES as given (no hard-coded architecture list on
+// the targets); without 90a it says that the Hopper kernels are left out. Configure only.
+TEST(HgemmExport, ExportedCMakeHonoursCudaArchitectures) {
+  const std::string base = test::temp_dir();
+  auto r = run_kforge("hgemm export --no-table --out " + base + "/lib");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string cmake_text = slurp(base + "/lib/CMakeLists.txt");
+  EXPECT_EQ(cmake_text.find("CUDA_ARCHITECTURES \"80;90a\"\n  POSITION"), std::string::npos);
+  EXPECT_EQ(cmake_text.find("PROPERTIES\n  CUDA_ARCHITECTURES"), std::string::npos) << cmake_text;
+  const std::string log = base + "/configure.log";
+  const std::string cmd = std::string(KFORGE_CMAKE_COMMAND) + " -S " + base + "/lib -B " + base +
+                          "/build -DCMAKE_CUDA_ARCHITECTURES=80 -DCMAKE_CUDA_COMPILER=" + KFORGE_CUDA_COMPILER +
+                          " -DCMAKE_CXX_COMPILER=" + KFORGE_CXX_COMPILER + " >" + log + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(log);
+  EXPECT_NE(slurp(log).find("CMAKE_CUDA_ARCHITECTURES='80' has no 90a"), std::string::npos) << slurp(log);
+}
+
 TEST(HgemmExport, HelpDocumentsEveryFlag) {
   auto r = run_kforge("hgemm export --help");
   EXPECT_EQ(r.rc, 0);
-  for (const char* flag : {"--out", "--table", "--name", "--force"}) EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  for (const char* flag : {"--out", "--table", "--no-table", "--name", "--force"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   const std::string readme = slurp(std::string(KFORGE_SOURCE_DIR) + "/README.md");
-  for (const char* flag : {"hgemm export", "--out", "--table", "--name", "--force"})
+  for (const char* flag : {"hgemm export", "--out", "--table", "--no-table", "--name", "--force"})
     EXPECT_NE(readme.find(flag), std::string::npos) << flag;
 }
 
