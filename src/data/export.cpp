@@ -3,11 +3,15 @@
 #include <filesystem>
 #include <map>
 
+#include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/text.hpp"
+#include "core/shapes.hpp"
+#include "search/loop.hpp"
 #include "search/program_db.hpp"
+#include "torch/tasks.hpp"
 
 namespace fs = std::filesystem;
 
@@ -123,6 +127,96 @@ std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vect
         }
       }
     }
+  }
+  return rows;
+}
+
+std::vector<std::string> hgemm_task_ids(const std::string& hgemm_shapes, const std::string& layouts) {
+  std::vector<std::string> ids;
+  if (trim(hgemm_shapes).empty()) return ids;
+  if (hgemm_shapes.find(':') != std::string::npos) {
+    for (const std::string& spec : split(hgemm_shapes, ','))
+      if (!trim(spec).empty()) ids.push_back("hgemm:" + std::string(trim(spec)));
+  } else {
+    for (const Shape& sh : resolve_shapes(hgemm_shapes))
+      for (const std::string& layout : split(layouts, ',')) {
+        const std::string l(trim(layout));
+        if (l.empty()) continue;
+        if (l != "nn" && l != "tn") KF_USAGE_ERROR("--hgemm-layouts: unknown layout '%s' (expected nn, tn or nn,tn)", l.c_str());
+        ids.push_back(strf("hgemm:%lldx%lldx%lld", (long long)sh.m, (long long)sh.n, (long long)sh.k) +
+                      (l == "nn" ? "" : ":" + l));
+      }
+  }
+  for (const std::string& id : ids) parse_hgemm_task(id);  // a bad spec: a usage error naming it
+  return ids;
+}
+
+std::vector<nlohmann::json> export_prompt_rows(const PromptExportOptions& o) {
+  if (o.task_sets.empty() && trim(o.hgemm_shapes).empty()) return export_rows("prompts", o.dbs);
+  // Everything is read and checked before a row is made.
+  struct Wanted {
+    std::string id, task;  // serve's id; optimize's task (hgemm:... or the absolute task file)
+  };
+  std::vector<Wanted> wanted;
+  for (const std::string& id : hgemm_task_ids(o.hgemm_shapes, o.hgemm_layouts)) wanted.push_back({id, id});
+  for (const std::string& set : o.task_sets) {
+    std::vector<TorchTask> tasks;
+    try {
+      tasks = load_task_set(set);
+    } catch (const nlohmann::json::exception& e) {
+      KF_USAGE_ERROR("--tasks %s is not a valid listing: %s", set.c_str(), plain_message(e.what()).c_str());
+    }
+    if (tasks.empty()) KF_USAGE_ERROR("the task set %s holds no tasks", set.c_str());
+    for (const TorchTask& t : tasks) wanted.push_back({t.id, fs::absolute(t.file).lexically_normal().string()});
+  }
+  std::map<std::string, size_t> seen;
+  for (const Wanted& w : wanted)
+    if (!seen.emplace(w.id, 0).second) KF_USAGE_ERROR("two tasks have the id '%s'; give each task set once", w.id.c_str());
+  TorchEvalOptions torch;
+  torch.device = o.device;
+  torch.reward.mode = o.baseline;
+  // Runs' latest prompts, by the task they searched (kept in the order export_rows gives them).
+  std::map<std::string, nlohmann::json> by_task;
+  std::vector<nlohmann::json> other_runs;
+  for (nlohmann::json& r : o.dbs.empty() ? std::vector<nlohmann::json>{} : export_rows("prompts", o.dbs)) {
+    const std::string db = r["extra_info"].value("db", "");
+    const int64_t run_id = r["extra_info"].value("run", int64_t(0));
+    std::string task;
+    if (const auto run = ProgramDb(db).run(run_id)) task = run->task;
+    if (!task.empty() && task.rfind("hgemm:", 0) != 0) task = fs::absolute(task).lexically_normal().string();
+    bool matched = false;
+    for (const Wanted& w : wanted)
+      if (w.task == task) {
+        by_task[w.task] = r;  // the last run of a task wins (the newest database given last)
+        matched = true;
+      }
+    if (!matched) other_runs.push_back(std::move(r));
+  }
+  std::vector<nlohmann::json> rows;
+  for (const Wanted& w : wanted) {
+    const size_t index = rows.size();
+    auto it = by_task.find(w.task);
+    if (it != by_task.end()) {
+      nlohmann::json r = it->second;
+      r["task_id"] = w.id;
+      r["reward_model"]["ground_truth"] = w.id;
+      r["extra_info"]["task_id"] = w.id;
+      r["extra_info"]["index"] = index;
+      rows.push_back(std::move(r));
+      continue;
+    }
+    nlohmann::json prompt = nlohmann::json::array();
+    for (const ChatMessage& m : first_prompt(w.task, torch, o.prompts_dir))
+      prompt.push_back({{"role", m.role}, {"content", m.content}});
+    rows.push_back({{"prompt", prompt},
+                    {"task_id", w.id},
+                    {"data_source", "kforge"},
+                    {"reward_model", {{"style", "rule"}, {"ground_truth", w.id}}},
+                    {"extra_info", {{"task_id", w.id}, {"index", index}}}});
+  }
+  for (nlohmann::json& r : other_runs) {
+    r["extra_info"]["index"] = rows.size();
+    rows.push_back(std::move(r));
   }
   return rows;
 }

@@ -25,6 +25,26 @@ std::string serve_task_id(const std::string& run_task);
 // or run folders holding one). A usage error for an unknown kind or a missing database.
 std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vector<std::string>& dbs);
 
+// Prompts of task sets, with or without runs (kforge data export --kind prompts --tasks SET): one
+// row per task of the sets (--tasks, as kforge serve loads them; ids as serve gives them) and per
+// --hgemm-shapes problem. A task some run of `dbs` searched gets that run's latest prompt (its
+// exemplars with their measured scores); any other the prompt before anything is measured
+// (search/loop.hpp first_prompt: the task, its reference, no exemplars). Rows of runs whose task
+// is in no set follow, as export_rows gives them.
+struct PromptExportOptions {
+  std::vector<std::string> task_sets;   // folders or listings (torch/tasks.hpp load_task_set)
+  std::string hgemm_shapes;             // "MxNxK[:tn],..." or grid|subset|FILE with hgemm_layouts; empty: none
+  std::string hgemm_layouts = "nn";
+  std::string device = "cuda";          // what a PyTorch task's prompt says it is timed on
+  std::string baseline = "eager";       // ... and against
+  std::string prompts_dir;              // optimize's --prompts (empty: the built-in templates)
+  std::vector<std::string> dbs;
+};
+std::vector<nlohmann::json> export_prompt_rows(const PromptExportOptions& o);
+
+// The task ids of `hgemm_shapes` in `layouts`, as kforge serve --hgemm-shapes names them ("hgemm:MxNxK[:tn]").
+std::vector<std::string> hgemm_task_ids(const std::string& hgemm_shapes, const std::string& layouts);
+
 // Writes rows as JSON lines (atomically).
 void write_jsonl(const std::string& path, const std::vector<nlohmann::json>& rows);
 

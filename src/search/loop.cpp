@@ -1053,4 +1053,19 @@ class Loop {
 
 OptimizeSummary run_optimize(const OptimizeOptions& opts, const std::atomic<bool>& stop) { return Loop(opts, stop).run(); }
 
+std::vector<ChatMessage> first_prompt(const std::string& task, const TorchEvalOptions& torch,
+                                      const std::string& prompts_dir) {
+  const PromptTemplates templates = prompts_dir.empty() ? PromptTemplates::builtin() : PromptTemplates::load(prompts_dir);
+  PromptInputs in;
+  if (is_torch_task(task)) {
+    in.task = describe_torch_task(task, torch);
+    in.reference = prompt_text(read_file(task));
+    in.language = "python";
+  } else {
+    in.task = describe_task(parse_hgemm_task(task));
+    in.reference = prompt_text(seed_source());
+  }
+  return build_prompt(in, templates);
+}
+
 }  // namespace kforge

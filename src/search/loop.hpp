@@ -53,6 +53,14 @@ void check_torch_task_file(const std::string& path, const std::string& python = 
 // "hgemm:4096x4096x64:tn" -> problem. Usage error on anything else.
 HgemmProblem parse_hgemm_task(const std::string& task);
 
+// The prompt of a search on `task` ("hgemm:..." or a PyTorch task file) before anything is
+// measured: the task, its reference (an HGEMM task's naive seed, a PyTorch task's own code) and no
+// exemplars ("None yet: this is the first attempt"), with optimize's templates (the built-in ones,
+// or prompts_dir's). `torch`: the device and baseline (reward.mode) a PyTorch task's text names.
+// kforge data export --kind prompts --tasks uses it for tasks without a run.
+std::vector<ChatMessage> first_prompt(const std::string& task, const TorchEvalOptions& torch,
+                                      const std::string& prompts_dir = "");
+
 struct OptimizeSummary {
   int64_t run_id = 0;
   int iterations_done = 0;

@@ -315,6 +315,45 @@ try:
     check(victim.node_id not in where, "nothing went to the removed node")
     say(f"4. node {newcomer.node_id[:12]} joined; 6 items: {where.count(newcomer.node_id)} there")
 
+    # 4b. The actor of a live node killed (ray.kill) mid-verdict: its item goes to the other actor,
+    # answered once; the node gets a new actor.
+    out = {}
+
+    def one():
+        try:
+            out["res"] = Client(URL, TOKEN, retries=3, backoff_s=1).score(["01_relu"], [HONEST.format(tag="akill")],
+                                                                          ["akill"])
+        except Exception as e:  # noqa: BLE001
+            out["err"] = e
+
+    th = threading.Thread(target=one)
+    th.start()
+    deadline = time.monotonic() + 60
+    busy = []
+    while time.monotonic() < deadline and not busy:
+        busy = [a for a in svc.router._actors if a.alive and a.depth > 0]
+        time.sleep(0.05)
+    time.sleep(3)
+    doomed_id, doomed_node = (busy[0].actor_id, busy[0].node_id) if busy else ("", "")
+    for a in busy:
+        ray.kill(a.handle, no_restart=True)
+    th.join(timeout=240)
+    res = out.get("res") or []
+    check(len(res) == 1 and res[0]["status"] == "done" and res[0]["correct"], f"answered: {out.get('err')}")
+    check(all(r["placement"]["actor_id"] != doomed_id for r in res), "no verdict from the killed actor")
+    row = sqlite3.connect(os.path.join(tmp, "router.db")).execute(
+        "SELECT handed, state FROM requests WHERE request_id = 'akill'").fetchone()
+    check(row == (2, "done"), f"done once, handed twice: {row}")
+    deadline = time.monotonic() + 60
+
+    def replaced():
+        return any(a["node_id"] == doomed_node and a["actor_id"] != doomed_id for a in svc.router.actors())
+
+    while time.monotonic() < deadline and not replaced():
+        time.sleep(0.2)
+    check(replaced(), "the node got a new actor")
+    say("4. an actor killed mid-verdict: its item answered once by another actor; its node got a new actor")
+
     m = call(URL, "GET", "/metrics")[1]
     check("kforge_ray_handoffs_total" in m and "kforge_ray_actors 2" in m, "metrics: " + m[:400])
 
