@@ -26,6 +26,7 @@
 #include "kernels/hgemm/dispatch.hpp"
 #include "ops/hgemm_table.hpp"
 #include "ops/hgemm_verify.hpp"
+#include "tune/tuner.hpp"
 #include "report/results.hpp"
 
 namespace kforge {
@@ -238,41 +239,6 @@ nlohmann::json options_json(const BenchOptions& o) {
           {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples}};
 }
 
-// The cost model's view of this device: its SMs and the calibrated ceilings.
-kernels::DeviceModel device_model(const DeviceInfo& dev, const Ceilings& ceil) {
-  kernels::DeviceModel d;
-  d.sms = dev.sm_count;
-  d.cc = dev.cc_major * 10 + dev.cc_minor;
-  d.tensor_tflops = ceil.tensor_tflops;
-  d.bandwidth_gbs = ceil.bandwidth_gbs;
-  return d;
-}
-
-// The tuner's ranking: the shared cost model (kernels/hgemm/cost_model.hpp) over the variant's
-// KernelConfig, with its resident CTAs on device 0 (asked once per variant).
-double predicted_us(const kernels::KernelVariant& v, const Shape& sh, const DeviceInfo& dev, const Ceilings& ceil) {
-  return kernels::predicted_us(v.config, sh.m, sh.n, sh.k, device_model(dev, ceil), kernels::resident_ctas_cached(v, 0));
-}
-
-// The variants of the library able to run `prob` on this device, best predicted first.
-std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem& prob, const DeviceInfo& dev,
-                                                            const Ceilings& ceil, int max_variants) {
-  size_t count = 0;
-  const kernels::KernelVariant* all = kernels::variants(&count);
-  const kforge_hgemm_problem abi = prob.abi();
-  const bool hopper = dev.cc_major == 9 && dev.cc_minor == 0;
-  std::vector<std::pair<double, const kernels::KernelVariant*>> ranked;
-  for (size_t i = 0; i < count; ++i) {
-    if (all[i].config.family == kernels::Family::kSm90 && !hopper) continue;
-    if (all[i].supports(&abi)) ranked.push_back({predicted_us(all[i], prob.shape, dev, ceil), &all[i]});
-  }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-  std::vector<const kernels::KernelVariant*> out;
-  for (const auto& r : ranked)
-    if (max_variants == 0 || int(out.size()) < max_variants) out.push_back(r.second);
-  return out;
-}
-
 // One call of a variant on one set of operands.
 void run_variant(const kernels::KernelVariant* v, const kforge_hgemm_problem& abi, const GemmOperands& o,
                  const DeviceBuffer& ws, cudaStream_t st) {
@@ -306,39 +272,6 @@ Launch dispatched_launch(const kernels::Dispatcher& disp, const HgemmProblem& pr
     if (!c.variant) KF_RUNTIME_ERROR("no kforge variant serves %s", sh.str().c_str());
     run_variant(c.variant, abi, ops.at(i, sh), ws, st);
   };
-}
-
-// kforge hgemm tune: the fastest verified variant of each (shape, layout) in the first mode goes
-// into the table, which is rewritten whole after every shape (an interrupted run keeps them).
-void record_winners(const std::vector<Measurement>& rows, const BenchPlan& plan, DispatchTable& tuned,
-                    const BenchOptions& o, cudaStream_t s) {
-  const std::string mode(to_string(plan.modes.front()));
-  for (const Measurement& m : rows) {
-    if (m.impl != "ours_all" || m.mode != mode) continue;
-    const kernels::KernelVariant* v = kernels::find_variant(m.algo.substr(m.algo.find(": ") + 2).c_str());
-    if (!v) KF_RUNTIME_ERROR("tuned winner '%s' is not a variant", m.algo.c_str());
-    const HgemmProblem prob{m.shape, m.layout, m.acc};
-    const kforge_hgemm_problem abi = prob.abi();
-    const VerifyResult vr = verify_hgemm([v](const kforge_hgemm_args& a, cudaStream_t st) { return v->run(&a, st); },
-                                         prob, v->workspace_size(&abi), o.seed + 99, s);
-    if (!vr.ok) {
-      std::fprintf(stderr, "\nwarning: %s on %s %s failed verification (%s); not tabled\n", v->name,
-                   m.shape.str().c_str(), std::string(to_string(m.layout)).c_str(), vr.why.c_str());
-      continue;
-    }
-    nlohmann::json row = {{"m", m.shape.m}, {"n", m.shape.n}, {"k", m.shape.k},
-                          {"layout", std::string(to_string(m.layout))}, {"acc", std::string(to_string(m.acc))},
-                          {"variant", v->name}, {"mode", mode}, {"us", m.time_us.median}, {"tflops", m.tflops},
-                          {"verified", true}, {"worst_error_ratio", vr.worst_ratio},
-                          {"variants", variants_fingerprint()}};
-    for (const Measurement& b : rows)
-      if (b.impl == "lt_auto" && b.mode == mode && b.layout == m.layout) {
-        row["baseline_us"] = b.time_us.median;
-        row["speedup_vs_lt_auto"] = b.time_us.median / m.time_us.median;
-      }
-    tuned.put(std::move(row));
-  }
-  write_file_atomic(o.tune_out, tuned.to_json().dump(1) + "\n");
 }
 
 // The table "ours" dispatches from: the one given, else the one shipped beside the kforge binary
@@ -418,10 +351,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
       for (Layout layout : plan.layouts) {
         const HgemmProblem prob{sh, layout, plan.acc};
         const kforge_hgemm_problem abi = prob.abi();
-        if (!o.tune_out.empty() && !o.retune) {
-          const nlohmann::json* done = tuned.row(sh.m, sh.n, sh.k, abi.layout, abi.acc);
-          if (done && !(o.retune_stale && done->value("variants", std::string()) != variants_fingerprint())) continue;
-        }
+        if (!o.tune_out.empty() && !needs_tuning(tuned, abi, o.retune, o.retune_stale)) continue;
         fill_random(ops.pool.as<__half>(), ops.sets * ops.stride / 2, plan.dist, shape_seed(o.seed, sh, layout), s);
         LtPlan lt(handles, prob);
         const auto heur = lt.heuristics(1);
@@ -560,7 +490,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
         }
       }
       fill_ratio_to_best(shape_rows);
-      if (!o.tune_out.empty()) record_winners(shape_rows, plan, tuned, o, s);
+      if (!o.tune_out.empty()) record_winners(shape_rows, plan.modes.front(), tuned, o.tune_out, o.seed, s);
       if (db) db->add_measurements(run_id, shape_rows);
       all.insert(all.end(), shape_rows.begin(), shape_rows.end());
       ++shapes_done;
