@@ -13,6 +13,8 @@
 #include "eval/evaluator.hpp"
 #include "eval/hgemm_worker.hpp"
 #include "measure/timer.hpp"
+#include "service/eval_service.hpp"
+#include "service/task.hpp"
 
 namespace kforge {
 namespace {
@@ -92,15 +94,22 @@ void run_eval(const EvalCliOptions& o) {
   eo.compile.include_dirs.insert(eo.compile.include_dirs.end(), include_dirs.begin(), include_dirs.end());
   eo.compile.extra_flags.insert(eo.compile.extra_flags.end(), o.nvcc_flags.begin(), o.nvcc_flags.end());
   eo.devices = parse_devices(o.devices);
-  Evaluator evaluator(eo);
+  // Judged through the one evaluation service (src/service), as kforge serve and optimize judge:
+  // a slot per --devices GPU (else the default device), the candidates compiled on every core
+  // first, then one batch per slot.
+  ServiceOptions so;
+  so.devices = eo.devices;
+  so.max_batch = o.candidates.size();
+  EvalService service(so);
+  service.add_task(make_hgemm_task("eval", problem, eo));
   std::fprintf(stderr, "kforge eval: %zu candidate(s), HGEMM %s %s acc %s, target %s\n", o.candidates.size(),
                problem.shape.str().c_str(), o.layout.c_str(), o.acc.c_str(), eo.compile.arch.c_str());
-  const std::vector<Verdict> verdicts =
-      evaluator.evaluate_batch(o.candidates, problem, [&, done = size_t(0)](size_t, size_t n, const Verdict& v) mutable {
-        if (!o.json) std::printf("%s\n", one_line(v).c_str());
-        std::fprintf(stderr, "[%zu/%zu] %s\n", ++done, n, v.correct ? "accepted" : "rejected");
-        std::fflush(stdout);
-      });
+  size_t done = 0;
+  const std::vector<Verdict> verdicts = service.judge_files("eval", o.candidates, [&](size_t, const Verdict& v) {
+    if (!o.json) std::printf("%s\n", one_line(v).c_str());
+    std::fprintf(stderr, "[%zu/%zu] %s\n", ++done, o.candidates.size(), v.correct ? "accepted" : "rejected");
+    std::fflush(stdout);
+  });
   nlohmann::json all = nlohmann::json::array();
   for (const Verdict& v : verdicts) all.push_back(to_json(v));
   const nlohmann::json doc = verdicts.size() == 1 ? all[0] : all;

@@ -14,6 +14,8 @@
 #include "eval/devices.hpp"
 #include "torch/metrics.hpp"
 #include "torch/tasks.hpp"
+#include "service/eval_service.hpp"
+#include "service/task.hpp"
 #include "torch/torch_eval.hpp"
 
 namespace fs = std::filesystem;
@@ -203,15 +205,29 @@ void run_eval_torch(const TorchCliOptions& o) {
       }
     }
   }
-  TorchEvaluator ev(eo);
+  // The options as the judges resolve them (the Python, the worker's and cache folders), checked
+  // before anything starts.
+  const TorchEvaluator ev(eo);
+  // Judged through the one evaluation service (src/service), as kforge serve and optimize judge: a
+  // slot per --devices GPU (else --device), each task file an EvalTask, all candidates queued at
+  // once (one batch per slot: their extensions build in parallel, as before).
+  ServiceOptions so;
+  so.devices = eo.devices;
+  so.max_batch = jobs.size();
+  EvalService service(so);
+  std::vector<EvalService::FileJob> files;
+  for (const TorchJob& j : jobs) {
+    if (!service.task(j.task)) service.add_task(make_torch_task(j.task, j.task, eo));
+    files.push_back({j.task, j.candidate});
+  }
   const std::string where = eo.devices.empty() ? eo.device : "cuda devices " + o.devices;
   std::fprintf(stderr, "kforge eval: %zu candidate(s) on %s, device %s, baselines %s, python %s\n", jobs.size(),
                o.task.empty() ? o.tasks.c_str() : o.task.c_str(), where.c_str(), join(eo.baselines, ",").c_str(),
                ev.options().python.empty() ? "(none)" : ev.options().python.c_str());
   size_t done = 0;
-  const std::vector<Verdict> verdicts = ev.evaluate_batch(jobs, [&](size_t i, size_t n, const Verdict& v) {
+  const std::vector<Verdict> verdicts = service.judge_files(files, [&](size_t i, const Verdict& v) {
     if (!o.json) std::printf("%s\n", one_line(v, jobs[i].task).c_str());
-    std::fprintf(stderr, "[%zu/%zu] %s\n", ++done, n, v.correct ? "accepted" : "rejected");
+    std::fprintf(stderr, "[%zu/%zu] %s\n", ++done, jobs.size(), v.correct ? "accepted" : "rejected");
     std::fflush(stdout);
   });
   nlohmann::json all = nlohmann::json::array();

@@ -32,6 +32,8 @@
 #include "llm/prompt.hpp"
 #include "llm/response.hpp"
 #include "search/builtin_policy.hpp"
+#include "service/eval_service.hpp"
+#include "service/task.hpp"
 #include "search/program_db.hpp"
 #include "search/reviewer.hpp"
 #include "search/sampler.hpp"
@@ -531,10 +533,17 @@ class Loop {
       ro.spent_usd = db_->total_cost_usd(run_id_);  // reviews count against the run's cap too
       reviewer_ = std::make_unique<LlmClient>(ro);
     }
-    if (torch_)
-      torch_evaluator_ = std::make_unique<TorchEvaluator>(o_.torch);
-    else
-      evaluator_ = std::make_unique<Evaluator>(hgemm_eval_with_user_compile());
+    // Candidates are judged through the one evaluation service (src/service), as kforge serve and
+    // eval judge: a slot per --devices GPU (else the default device), the candidates of a group
+    // compiled on every core, then judged together (one batch per slot).
+    {
+      ServiceOptions so;
+      so.devices = torch_ ? o_.torch.devices : o_.eval.devices;
+      so.max_batch = 1024;
+      service_ = std::make_unique<EvalService>(so);
+      service_->add_task(torch_ ? make_torch_task(kServiceTask, o_.task, o_.torch)
+                                : make_hgemm_task(kServiceTask, problem_, hgemm_eval_with_user_compile()));
+    }
     db_->set_run_state(run_id_, "running");
 
     evaluate_pending();
@@ -626,14 +635,10 @@ class Loop {
   }
 
   // Judges candidate files, storing each verdict as it comes (through `done`).
+  // (`done` runs on a service thread while this one waits; a failure of the judge, or of `done`,
+  // is rethrown here.)
   void judge(const std::vector<std::string>& paths, const std::function<void(size_t, const Verdict&)>& done) {
-    if (torch_) {
-      std::vector<TorchJob> jobs;
-      for (const std::string& p : paths) jobs.push_back({o_.task, p});
-      torch_evaluator_->evaluate_batch(jobs, [&](size_t i, size_t, const Verdict& v) { done(i, v); });
-    } else {
-      evaluator_->evaluate_batch(paths, problem_, [&](size_t i, size_t, const Verdict& v) { done(i, v); });
-    }
+    service_->judge_files(kServiceTask, paths, done);
   }
 
   void evaluate_pending() {
@@ -1033,11 +1038,11 @@ class Loop {
   HgemmProblem problem_;
   bool torch_ = false;       // a PyTorch task (candidates are ModelNew files, language "python")
   std::string task_source_;  // its task file's text (the reference shown in prompts)
-  std::unique_ptr<TorchEvaluator> torch_evaluator_;
+  static constexpr const char* kServiceTask = "optimize";  // the run's one task in service_
+  std::unique_ptr<EvalService> service_;                    // judges the run's candidates
   std::unique_ptr<Sampler> sampler_;
   PromptTemplates templates_;
   std::unique_ptr<LlmClient> llm_, reviewer_;
-  std::unique_ptr<Evaluator> evaluator_;
   bool ignores_n_ = false;   // the endpoint answered fewer choices than asked: ask n = 1, concurrently
   // This invocation's outcome, for the exit status: a run that did nothing must not report success.
   int calls_ok_ = 0, calls_failed_ = 0, budget_refusals_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -26,6 +27,20 @@ struct EvalService::Item {
   double prepare_s = 0;
   size_t slot = 0;
   bool answered = false;
+  bool given_path = false;        // judge_files: `path` is the caller's file, judged as it is
+  std::shared_ptr<Group> group;  // judge_files: queued with the rest of its group
+};
+
+// The files of one judge_files call: queued together once all are prepared, answered into
+// `verdicts`; the caller waits for `left` to reach 0.
+struct EvalService::Group {
+  std::mutex m;  // everything below, and the caller's on_verdict calls (one at a time)
+  std::condition_variable cv;
+  std::vector<std::shared_ptr<Item>> items;  // until queued
+  std::vector<Verdict> verdicts;
+  size_t unprepared = 0, left = 0;
+  std::exception_ptr error;  // the first failure of a judge (or of on_verdict), rethrown to the caller
+  OnVerdict on_verdict;
 };
 
 struct EvalService::Slot {
@@ -140,6 +155,82 @@ void EvalService::submit(const std::string& task_id, const std::string& source, 
   enqueue(task_id, source, std::move(done), false);
 }
 
+std::vector<Verdict> EvalService::judge_files(const std::string& task_id, const std::vector<std::string>& paths,
+                                              const OnVerdict& on_verdict) {
+  std::vector<FileJob> jobs;
+  for (const std::string& p : paths) jobs.push_back({task_id, p});
+  return judge_files(jobs, on_verdict);
+}
+
+std::vector<Verdict> EvalService::judge_files(const std::vector<FileJob>& jobs, const OnVerdict& on_verdict) {
+  if (jobs.empty()) return {};
+  auto g = std::make_shared<Group>();
+  g->verdicts.resize(jobs.size());
+  g->unprepared = g->left = jobs.size();
+  g->on_verdict = on_verdict;
+  {
+    std::lock_guard<std::mutex> lock(tasks_mutex_);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      auto it = tasks_.find(jobs[i].task_id);
+      if (it == tasks_.end()) KF_USAGE_ERROR("unknown task '%s'", jobs[i].task_id.c_str());
+      auto item = std::make_shared<Item>();
+      item->task = it->second;
+      item->path = jobs[i].path;
+      item->given_path = true;
+      item->group = g;
+      item->submitted = Clock::now();
+      // The group holds its items until they are queued; an item holds its group through its callback.
+      item->done = [g, i](const Verdict& v) {
+        std::lock_guard<std::mutex> l(g->m);
+        g->verdicts[i] = v;
+        if (g->on_verdict) {
+          try {
+            g->on_verdict(i, g->verdicts[i]);
+          } catch (...) {
+            if (!g->error) g->error = std::current_exception();
+          }
+        }
+        if (--g->left == 0) g->cv.notify_all();
+      };
+      g->items.push_back(std::move(item));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) KF_RUNTIME_ERROR("the evaluation service is stopping");
+    pending_ += jobs.size();
+    preparing_ += jobs.size();
+    for (const auto& item : g->items) prepare_queue_.push_back(item);
+  }
+  prepare_cv_.notify_all();
+  std::unique_lock<std::mutex> l(g->m);
+  g->cv.wait(l, [&] { return g->left == 0; });
+  if (g->error) std::rethrow_exception(g->error);
+  return g->verdicts;
+}
+
+void EvalService::group_prepared(const std::shared_ptr<Group>& g) {
+  std::vector<std::shared_ptr<Item>> ready;
+  {
+    std::lock_guard<std::mutex> l(g->m);
+    if (--g->unprepared > 0) return;
+    ready.swap(g->items);  // every one prepared: queue them all at once
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& item : ready) {
+      if (item->answered) continue;  // its preparation failed (answered, counted already)
+      --preparing_;
+      Slot* best = nullptr;
+      for (auto& s : slots_)
+        if (!best || s->queue.size() + s->running < best->queue.size() + best->running) best = s.get();
+      item->slot = best->info.index;
+      best->queue.push_back(std::move(item));
+    }
+  }
+  for (auto& s : slots_) s->cv.notify_one();
+}
+
 void EvalService::prepare_loop() {
   while (true) {
     std::shared_ptr<Item> item;
@@ -152,7 +243,7 @@ void EvalService::prepare_loop() {
     }
     const Clock::time_point t0 = Clock::now();
     try {
-      item->path = write_candidate(*item->task, item->source);
+      if (!item->given_path) item->path = write_candidate(*item->task, item->source);
       item->task->prepare(item->path);
     } catch (const std::exception& e) {
       item->prepared = Clock::now();
@@ -164,11 +255,17 @@ void EvalService::prepare_loop() {
         --preparing_;
       }
       finish(*item, std::move(v));
+      if (item->group) group_prepared(item->group);
       continue;
     }
     item->prepared = Clock::now();
     item->prepare_s = seconds_between(t0, item->prepared);
-    enqueue_to_slot(std::move(item));
+    if (item->group) {
+      const std::shared_ptr<Group> g = item->group;
+      group_prepared(g);
+    } else {
+      enqueue_to_slot(std::move(item));
+    }
   }
 }
 
@@ -224,8 +321,9 @@ void EvalService::slot_loop(Slot& slot) {
       if (stopping_) return;
       batch.push_back(slot.queue.front());
       slot.queue.pop_front();
+      const std::string key = batch.front()->task->judge_key();
       for (auto it = slot.queue.begin(); it != slot.queue.end() && batch.size() < opts_.max_batch;) {
-        if ((*it)->task == batch.front()->task) {
+        if ((*it)->task == batch.front()->task || (*it)->task->judge_key() == key) {
           batch.push_back(*it);
           it = slot.queue.erase(it);
         } else {
@@ -237,17 +335,20 @@ void EvalService::slot_loop(Slot& slot) {
     }
     const Clock::time_point t0 = Clock::now();
     std::vector<std::string> paths;
+    std::vector<const EvalTask*> tasks;
     for (auto& item : batch) {
       item->judge_start = t0;
       paths.push_back(item->path);
+      tasks.push_back(item->task.get());
     }
     const EvalTask& task = *batch.front()->task;
     std::string failure;
+    std::exception_ptr error;
     try {
       std::unique_ptr<SlotJudge>& judge = slot.judges[task.judge_key()];
       if (!judge) judge = task.make_judge(slot.info);
       Clock::time_point last = t0;
-      judge->judge(task, paths, [&](size_t i, Verdict v) {
+      judge->judge_mixed(tasks, paths, [&](size_t i, Verdict v) {
         if (i >= batch.size()) return;
         // Within a batch, each verdict's judging time is the time since the previous one.
         const Clock::time_point now = Clock::now();
@@ -262,9 +363,14 @@ void EvalService::slot_loop(Slot& slot) {
       });
     } catch (const std::exception& e) {
       failure = e.what();
+      error = std::current_exception();
     }
     for (auto& item : batch) {
       if (item->answered) continue;
+      if (error && item->group) {  // judge_files rethrows it to its caller
+        std::lock_guard<std::mutex> l(item->group->m);
+        if (!item->group->error) item->group->error = error;
+      }
       Verdict v;
       v.candidate = item->path;
       v.reject(reason::kInternalError, failure.empty() ? std::string("the judge gave no verdict for this candidate")

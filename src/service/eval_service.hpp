@@ -65,6 +65,22 @@ class EvalService {
   std::future<Verdict> submit(const std::string& task_id, const std::string& source);
   void submit(const std::string& task_id, const std::string& source, Callback done);
 
+  // Judges candidate files as they are (each verdict names its path; nothing is copied), all of
+  // them together: every file is prepared (compiled) on the pool first, then all are queued at
+  // once, spread over the slots, so that each slot judges its share in batches of up to max_batch
+  // (one slot and max_batch >= their number: one batch, as one evaluate_batch call of an
+  // evaluator). `on_verdict(i, v)` is called once per file as its verdict comes, from service
+  // threads, one call at a time. Returns the verdicts in the order given. A judge that fails (it
+  // cannot start, or throws) rethrows here, as the evaluators' evaluate_batch does, so kforge eval
+  // and optimize report it as they always did. Thread-safe; unknown task ids are usage errors.
+  struct FileJob {
+    std::string task_id, path;
+  };
+  using OnVerdict = std::function<void(size_t, const Verdict&)>;
+  std::vector<Verdict> judge_files(const std::vector<FileJob>& jobs, const OnVerdict& on_verdict = {});
+  std::vector<Verdict> judge_files(const std::string& task_id, const std::vector<std::string>& paths,
+                                   const OnVerdict& on_verdict = {});
+
   struct Stats {
     size_t pending = 0;    // accepted, no verdict yet
     size_t preparing = 0;  // of those, not yet queued for a slot
@@ -81,6 +97,8 @@ class EvalService {
  private:
   struct Item;
   struct Slot;
+  struct Group;
+  void group_prepared(const std::shared_ptr<Group>& group);
   bool enqueue(const std::string& task_id, const std::string& source, Callback done, bool bounded);
   void prepare_loop();
   void slot_loop(Slot& slot);

@@ -1,5 +1,6 @@
 #include "service/task.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -115,6 +116,9 @@ class TorchJudge : public SlotJudge {
   TorchJudge(TorchEvalOptions opts, const SlotInfo& slot) : evaluator_(with_slot(std::move(opts), slot)) {}
   void judge(const EvalTask& task, const std::vector<std::string>& paths,
              const std::function<void(size_t, Verdict)>& done) override;
+  // One evaluate_batch for every task of the batch (as kforge eval --tasks judges a task set).
+  void judge_mixed(const std::vector<const EvalTask*>& tasks, const std::vector<std::string>& paths,
+                   const std::function<void(size_t, Verdict)>& done) override;
 
  private:
   static TorchEvalOptions with_slot(TorchEvalOptions o, const SlotInfo& slot) {
@@ -176,7 +180,31 @@ void TorchJudge::judge(const EvalTask& task, const std::vector<std::string>& pat
   evaluator_.evaluate_batch(jobs, [&](size_t i, size_t, const Verdict& v) { done(i, v); });
 }
 
+void TorchJudge::judge_mixed(const std::vector<const EvalTask*>& tasks, const std::vector<std::string>& paths,
+                             const std::function<void(size_t, Verdict)>& done) {
+  std::vector<TorchJob> jobs;
+  for (size_t i = 0; i < paths.size(); ++i) jobs.push_back({dynamic_cast<const TorchFileTask&>(*tasks[i]).file(), paths[i]});
+  evaluator_.evaluate_batch(jobs, [&](size_t i, size_t, const Verdict& v) { done(i, v); });
+}
+
 }  // namespace
+
+void SlotJudge::judge_mixed(const std::vector<const EvalTask*>& tasks, const std::vector<std::string>& paths,
+                            const std::function<void(size_t, Verdict)>& done) {
+  // Each task's candidates, in the order its first one comes.
+  std::vector<const EvalTask*> order;
+  for (const EvalTask* t : tasks)
+    if (std::find(order.begin(), order.end(), t) == order.end()) order.push_back(t);
+  for (const EvalTask* t : order) {
+    std::vector<size_t> at;
+    std::vector<std::string> ps;
+    for (size_t i = 0; i < paths.size(); ++i)
+      if (tasks[i] == t) at.push_back(i), ps.push_back(paths[i]);
+    judge(*t, ps, [&](size_t j, Verdict v) {
+      if (j < at.size()) done(at[j], std::move(v));
+    });
+  }
+}
 
 std::shared_ptr<EvalTask> make_hgemm_task(const std::string& id, const HgemmProblem& problem, const EvalOptions& opts) {
   return std::make_shared<HgemmTask>(id, problem, opts);

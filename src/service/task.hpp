@@ -1,5 +1,5 @@
 // Tasks of the evaluation service: what a candidate is judged against, behind one interface, so
-// that callers (kforge serve, later eval and optimize) never branch on the kind of task.
+// that callers (kforge serve, eval and optimize) never branch on the kind of task.
 //
 // A task knows its id, the language its candidates are written in (parse_response's language),
 // the seed source that SEARCH/REPLACE edits apply to, and how to make the judge that evaluates its
@@ -37,6 +37,11 @@ class SlotJudge {
   // each verdict comes, in any order. Never throws for a candidate's faults.
   virtual void judge(const EvalTask& task, const std::vector<std::string>& paths,
                      const std::function<void(size_t, Verdict)>& done) = 0;
+  // A batch of candidates of several tasks sharing one judge_key() (tasks[i] is paths[i]'s): by
+  // default each task's candidates in turn through judge(); a judge that takes several tasks at
+  // once (the PyTorch one: extensions of the whole batch build in parallel) overrides it.
+  virtual void judge_mixed(const std::vector<const EvalTask*>& tasks, const std::vector<std::string>& paths,
+                           const std::function<void(size_t, Verdict)>& done);
 };
 
 class EvalTask {
