@@ -63,6 +63,7 @@ struct BenchOptions {
   std::vector<std::string> speedup_outs;  // that table as FILE.csv / FILE.json
   // Tuning (kforge hgemm tune): winners verified and written to `tune_out` after every shape.
   std::string tune_out;
+  std::string tune_from;      // tune: the table --out starts from when it does not exist yet ("shipped": beside the binary)
   bool retune = false;
   bool retune_stale = false;  // re-measure entries tuned by a build with another set of variants
   double budget_s = 0;        // stop starting new shapes after this many seconds (0: no limit)
@@ -135,6 +136,18 @@ BenchPlan make_plan(const BenchOptions& o) {
     if (!ends_with(o.tune_out, ".json")) KF_USAGE_ERROR("--out '%s' must end in .json (a dispatch table)", o.tune_out.c_str());
     check_output_file("--out", o.tune_out);
     if (exists_quietly(o.tune_out)) check_input_file("--out", o.tune_out);  // read to resume
+  }
+  if (!o.tune_from.empty()) {
+    if (o.tune_from == "shipped") {
+      std::vector<std::string> looked;
+      if (shipped_table_path(&looked).empty())
+        KF_USAGE_ERROR("--from shipped: no dispatch table beside this kforge binary (looked for %s); give --from FILE",
+                       join(looked, " and ").c_str());
+    } else {
+      if (!exists_quietly(o.tune_from)) KF_USAGE_ERROR("--from %s: no such dispatch table", o.tune_from.c_str());
+      check_input_file("--from", o.tune_from);
+      (void)DispatchTable::load(o.tune_from);  // malformed: a usage error now, before any GPU work
+    }
   }
   if (o.table_limit > 1000000) KF_USAGE_ERROR("--table-limit must be at most 1000000 (got %d)", o.table_limit);
   if (o.max_variants > 10000) KF_USAGE_ERROR("--max-variants must be at most 10000 (got %d)", o.max_variants);
@@ -325,6 +338,8 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   const kernels::Dispatcher dispatcher(table.data(), table.size());
   DispatchTable tuned;  // kforge hgemm tune: what this run has found (plus what an earlier run left)
   if (!o.tune_out.empty() && std::filesystem::exists(o.tune_out)) tuned = DispatchTable::load(o.tune_out);
+  else if (!o.tune_from.empty())  // users' shapes added to a table they start from (e.g. the shipped one)
+    tuned = DispatchTable::load(o.tune_from == "shipped" ? shipped_table_path() : o.tune_from);
   tuned.device = dev.name;
   DeviceBuffer ours_ws(size_t(1) << 20, "kforge workspace");
   Operands ops;
@@ -743,6 +758,10 @@ void register_hgemm_tune(CLI::App& hgemm) {
   cmd->add_option("--out", o->tune_out, "the dispatch table (JSON) to write; entries already there are kept and "
                                         "their shapes skipped unless --retune")
       ->capture_default_str();
+  cmd->add_option("--from", o->tune_from,
+                  "TABLE.json or 'shipped' (the table beside this kforge binary): what --out starts from when it does "
+                  "not exist yet, so that the shapes of --shapes (e.g. a file of your own) are added to it; then "
+                  "`kforge hgemm export --table OUT` ships the result");
   CLI::Option* retune = cmd->add_flag("--retune", o->retune, "measure shapes the table already has again");
   cmd->add_flag("--retune-stale", o->retune_stale,
                 "measure again only the shapes the table has from a build with another set of variants (resumable: "

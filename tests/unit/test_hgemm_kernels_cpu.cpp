@@ -339,7 +339,15 @@ TEST(HgemmKernels, TuneAndBenchRefuseBadInputBeforeAnyGpuWork) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));  // nothing written
   auto help = test::run_kforge("hgemm tune --help");
   EXPECT_EQ(help.rc, 0);
-  for (const char* flag : {"--shapes", "--layouts", "--acc", "--mode", "--out", "--retune", "--max-variants", "--budget",
+  // --from: a missing or malformed table to start from is refused before any GPU work.
+  r = test::run_kforge("hgemm tune --shapes 64x64x64 --from " + dir + "/none.json --out " + dir + "/t.json");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--from"), std::string::npos) << r.err;
+  std::ofstream(dir + "/bad.json") << "{\"entries\": 3}";
+  r = test::run_kforge("hgemm tune --shapes 64x64x64 --from " + dir + "/bad.json --out " + dir + "/t.json");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));
+  for (const char* flag : {"--shapes", "--layouts", "--acc", "--mode", "--out", "--from", "--retune", "--max-variants", "--budget",
                            "--baselines", "--db", "--no-db", "--samples", "--seed", "--results", "--variants-out"})
     EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
   help = test::run_kforge("hgemm bench --help");
