@@ -16,8 +16,8 @@
 #   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
 #           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
 #           at its faster one: the even-numbered half first, then the odd half if OFFGRID_BUDGET
-#           (seconds, default 230) allows; per-shape tables offgrid-{a,b}-speedup.csv, the whole
-#           measurement offgrid-{a,b}.csv, a combined summary at the end (offgrid-summary.txt)
+#           (seconds, default 230) allows; the per-shape table offgrid-speedup.csv, every measurement
+#           offgrid.csv, the output offgrid.log, a summary by kind of shape offgrid-summary.txt
 #   gatecost the same verdicts (offline and server) with every batch gated and without
 #           (KFORGE_JUDGE_GATE_EVERY_BATCH), at 64^3, 256x256x8192 and 2048^3
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with
@@ -32,6 +32,10 @@
 #           mma_sync.cu (slow) and kforge_sm80.cu (near 1x), the first on a cold compile cache, with
 #           the wall time of each (also in repeat.txt); REPEAT_WARMUP_MS="0 1000" repeats it per
 #           judge warm-up (KFORGE_JUDGE_WARMUP_MS)
+#   profile Nsight Compute profiles (issue 16): the ProfileGpuTest tests (kforge's own HGEMM kernel
+#           and a PyTorch candidate profiled, stored, shown in a real prompt), then the cost of one
+#           profile per candidate from the command line (sandbox on, and off once), ncu's raw CSV
+#           kept for the parser (~3 min; results in $OUT/profile/)
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
 # Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
 # (made on a machine with apt by ../shared/tools/gpu-deps.sh .gpu-deps).
@@ -182,40 +186,53 @@ fi
 if has offgrid; then
   echo "== off-grid shapes: ours vs lt_auto, offline and graph, each at its faster layout"
   # Two halves of data/shapes/offgrid.txt (every other shape), each written whole when it ends, so
-  # that a half cut by the budget costs only itself.
-  grep -v '^#' data/shapes/offgrid.txt | sed 's/#.*//; s/ *$//' | grep -v '^$' >"$out/offgrid-all.txt"
-  awk 'NR % 2 == 1' "$out/offgrid-all.txt" >"$out/offgrid-a.txt"
-  awk 'NR % 2 == 0' "$out/offgrid-all.txt" >"$out/offgrid-b.txt"
+  # that a half cut by the budget costs only itself. Per-half files stay in $build/offgrid; $OUT
+  # gets four: offgrid.csv (every measurement), offgrid-speedup.csv (the per-shape table),
+  # offgrid.log (both halves' output), offgrid-summary.txt.
+  og=$build/offgrid
+  rm -rf "$og"; mkdir -p "$og"
+  grep -v '^#' data/shapes/offgrid.txt | sed 's/#.*//; s/ *$//' | grep -v '^$' >"$og/all.txt"
+  awk 'NR % 2 == 1' "$og/all.txt" >"$og/a.txt"
+  awk 'NR % 2 == 0' "$og/all.txt" >"$og/b.txt"
   table=(); [ -f "$out/dispatch-table.json" ] && table=(--table "$out/dispatch-table.json")
   t_start=$(date +%s)
   budget=${OFFGRID_BUDGET:-230}
+  : >"$out/offgrid.log"
   for half in a b; do
     left=$((budget - ($(date +%s) - t_start)))
-    if [ "$half" = b ] && [ "$left" -lt 60 ]; then echo "offgrid: ${left} s of the budget left: half b skipped"; break; fi
-    echo "-- half $half ($(wc -l <"$out/offgrid-$half.txt") shapes, ${left} s left)"
-    /usr/bin/time -f "offgrid $half wall %e s" timeout "$left" $kf hgemm bench --shapes "$out/offgrid-$half.txt" \
+    if [ "$half" = b ] && [ "$left" -lt 60 ]; then echo "offgrid: ${left} s of the budget left: half b skipped" | tee -a "$out/offgrid.log"; break; fi
+    echo "-- half $half ($(wc -l <"$og/$half.txt") shapes, ${left} s left)" | tee -a "$out/offgrid.log"
+    /usr/bin/time -f "offgrid $half wall %e s" timeout "$left" $kf hgemm bench --shapes "$og/$half.txt" \
       --baselines lt_auto --speedup ours:lt_auto "${table[@]}" --mode offline,graph --no-db --table-limit 0 \
-      --out "$out/offgrid-$half.csv" --speedup-out "$out/offgrid-$half-speedup.csv" >"$out/offgrid-$half.log" 2>&1 || true
-    grep -E "shapes, geomean|wall|warning|error" "$out/offgrid-$half.log" | head -20 || true
+      --out "$og/$half.csv" --speedup-out "$og/$half-speedup.csv" >>"$out/offgrid.log" 2>&1 || true
+    grep -E "shapes, geomean|wall|warning|error" "$out/offgrid.log" | tail -3 || true
   done
-  python3 - "$out" <<'PY' | tee "$out/offgrid-summary.txt" || true
-import csv, math, os, sys
-out = sys.argv[1]
-rows = []
-for half in "ab":
-    f = os.path.join(out, f"offgrid-{half}-speedup.csv")
-    if os.path.exists(f):
-        rows += list(csv.DictReader(open(f)))
+  for f in "" -speedup; do
+    first=1
+    for half in a b; do
+      [ -f "$og/$half$f.csv" ] || continue
+      if [ $first = 1 ]; then cat "$og/$half$f.csv"; first=0; else tail -n +2 "$og/$half$f.csv"; fi
+    done >"$out/offgrid$f.csv"
+  done
+  python3 - "$out/offgrid-speedup.csv" <<'PY' | tee "$out/offgrid-summary.txt" || true
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print(f"{len({(r['m'], r['n'], r['k']) for r in rows})} shapes measured")
 for mode in sorted({r["mode"] for r in rows}):
     xs = [(float(r["speedup"]), f'{r["m"]}x{r["n"]}x{r["k"]}') for r in rows if r["mode"] == mode]
     g = math.exp(sum(math.log(x) for x, _ in xs) / len(xs))
     worst = sorted(xs)[:8]
     print(f"{mode}: {len(xs)} shapes, geomean {g:.3f}, win rate {sum(x > 1 for x, _ in xs) / len(xs):.1%}, "
           f"{sum(x < 0.8 for x, _ in xs)} below 0.80; worst: " + ", ".join(f"{s} {x:.2f}" for x, s in worst))
-    for lo, hi, name in ((0, 1e9, "<1e9"), (1e9, 1e11, "1e9-1e11"), (1e11, 1e99, ">=1e11")):
-        sel = [x for x, s in xs if lo <= 2 * math.prod(map(int, s.split("x"))) < hi]
+    groups = (("M <= 32 (decode)", lambda m, n, k: m <= 32),
+              ("K or N % 8 != 0", lambda m, n, k: m > 32 and (k % 8 or n % 8)),
+              ("other, < 1e9 FLOP", lambda m, n, k: m > 32 and not (k % 8 or n % 8) and 2 * m * n * k < 1e9),
+              ("other, >= 1e9 FLOP", lambda m, n, k: m > 32 and not (k % 8 or n % 8) and 2 * m * n * k >= 1e9))
+    for name, pred in groups:
+        sel = [x for x, s in xs if pred(*map(int, s.split("x")))]
         if sel:
-            print(f"   {name} FLOP: {len(sel)} shapes, geomean {math.exp(sum(map(math.log, sel)) / len(sel)):.3f}")
+            print(f"   {name}: {len(sel)} shapes, geomean {math.exp(sum(map(math.log, sel)) / len(sel)):.3f}, "
+                  f"min {min(sel):.3f}")
 PY
 fi
 if has gatecost; then
@@ -278,6 +295,35 @@ if has ours; then
   for m in graph server; do
     [ -f "$out/ours-subset.csv" ] && $kf hgemm compare "$out/ours-subset.csv" --mode $m --speedup ours:lt_auto | tail -12 || true
   done
+fi
+if has profile; then
+  echo "== profiles under Nsight Compute (kforge profile): tests, then the cost of a profile per candidate"
+  pdir=$out/profile
+  mkdir -p "$pdir/raw"
+  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  { "$ncu_bin" --version 2>&1 || echo "no ncu at $ncu_bin"; } | tee "$pdir/ncu-version.txt" | tail -2
+  # KFORGE_PROFILE_KEEP: every profile's raw ncu output is copied there (checks the CSV parser).
+  export KFORGE_NCU=$ncu_bin KFORGE_PROFILE_OUT=$pdir KFORGE_PROFILE_KEEP=$pdir/raw
+  timeout 300 ctest --test-dir "$build" --output-on-failure -R ProfileGpuTest 2>&1 | tee "$pdir/ctest-profile.log" | tail -40 || true
+  # The cost from the command line, the compile cache warm: wall time of `kforge profile` (verify,
+  # then profile) and the profile's own seconds (profile-cost-cli.txt).
+  for spec in "kforge_sm80 4096x4096x4096" "kforge_sm80 256x256x8192" "mma_sync 1024x1024x1024"; do
+    set -- $spec
+    t0=$(date +%s%N)
+    timeout 120 $kf profile --task "hgemm:$2" --include-dir "$PWD" --out "$pdir/cli-$1-$2.json" \
+      "tests/corpus/hgemm/honest/$1.cu" >"$pdir/cli-$1-$2.txt" 2>&1 || true
+    echo "$1 $2 command_wall_ms $(( ($(date +%s%N) - t0) / 1000000 )) $(grep -m1 -E '^(ACCEPT|REJECT)' "$pdir/cli-$1-$2.txt")" | tee -a "$pdir/profile-cost-cli.txt"
+  done
+  # The candidate sandbox under ncu: the same profile with it off (does the seccomp filter cost or break anything?).
+  KFORGE_PROFILE_SANDBOX=0 timeout 120 $kf profile --task hgemm:4096x4096x4096 --include-dir "$PWD" \
+    --out "$pdir/cli-nosandbox.json" tests/corpus/hgemm/honest/kforge_sm80.cu >"$pdir/cli-nosandbox.txt" 2>&1 || true
+  echo "sandbox off: $(grep -m1 -E '^(ACCEPT|REJECT)' "$pdir/cli-nosandbox.txt")" | tee -a "$pdir/profile-cost-cli.txt"
+  t0=$(date +%s%N)
+  timeout 150 $kf profile --task tasks/kforge/05_layernorm.py --out "$pdir/cli-torch-layernorm.json" \
+    tasks/kforge/solutions/05_layernorm.py >"$pdir/cli-torch-layernorm.txt" 2>&1 || true
+  echo "torch 05_layernorm command_wall_ms $(( ($(date +%s%N) - t0) / 1000000 )) $(grep -m1 -E '^(ACCEPT|REJECT)' "$pdir/cli-torch-layernorm.txt")" | tee -a "$pdir/profile-cost-cli.txt"
+  [ -f "$pdir/profile-cost.json" ] && cat "$pdir/profile-cost.json"
+  ls "$pdir/raw" | head -5
 fi
 if has grid; then
   echo "== grid run 1 (offline, nn+tn, every baseline)"

@@ -5,6 +5,8 @@
   python3 kforge_worker scan CANDIDATE [--task TASK] [--allow-streams] [--require-cuda-kernel]
   python3 kforge_worker build CANDIDATE --build-dir DIR    import the candidate once (compiles its extension)
   python3 kforge_worker probe            {"python", "torch", "cuda", "device"} as JSON
+  python3 kforge_worker profile --task T --candidate C --build-dir DIR --result FILE
+                                         one call for Nsight Compute (profile.py; kforge runs it under ncu)
 
 The protocol (serve): one request per line, e.g.
   {"id": 1, "op": "torch", "task": "t.py", "candidate": "c.py", "name": "c.py", "device": "cuda",
@@ -206,6 +208,9 @@ def main(argv):
         return build(argv[1:])
     if cmd == "probe":
         return probe()
+    if cmd == "profile":
+        from kforge_worker import profile
+        return profile.main(argv[1:])
     if cmd == "exec":
         from kforge_worker import executor
         return executor.main(argv[1:])

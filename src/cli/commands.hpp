@@ -33,6 +33,7 @@ void register_optimize(CLI::App& app);
 void register_serve(CLI::App& app);  // src/serve/command.cpp
 void register_data(CLI::App& app);   // src/data/command.cpp
 void register_corpus(CLI::App& app); // src/cli/corpus.cpp (kforge corpus build|search|describe)
+void register_profile(CLI::App& app); // src/cli/profile.cpp (kforge profile: Nsight Compute metrics)
 
 // Checks every option of `app` and its subcommands accepts at parse time: no empty values; for
 // numeric options (CLI11 type INT, UINT, FLOAT) a whole, finite, non-negative number that fits.

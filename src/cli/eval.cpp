@@ -12,6 +12,7 @@
 #include "eval/devices.hpp"
 #include "eval/evaluator.hpp"
 #include "eval/hgemm_worker.hpp"
+#include "eval/profile.hpp"
 #include "measure/timer.hpp"
 #include "service/eval_service.hpp"
 #include "service/task.hpp"
@@ -39,6 +40,7 @@ struct EvalCliOptions {
   std::string devices;
   std::vector<std::string> include_dirs;
   std::vector<std::string> nvcc_flags;
+  bool profile = false;
 };
 
 std::string one_line(const Verdict& v) {
@@ -105,11 +107,33 @@ void run_eval(const EvalCliOptions& o) {
   std::fprintf(stderr, "kforge eval: %zu candidate(s), HGEMM %s %s acc %s, target %s\n", o.candidates.size(),
                problem.shape.str().c_str(), o.layout.c_str(), o.acc.c_str(), eo.compile.arch.c_str());
   size_t done = 0;
-  const std::vector<Verdict> verdicts = service.judge_files("eval", o.candidates, [&](size_t, const Verdict& v) {
+  std::vector<Verdict> verdicts = service.judge_files("eval", o.candidates, [&](size_t, const Verdict& v) {
     if (!o.json) std::printf("%s\n", one_line(v).c_str());
     std::fprintf(stderr, "[%zu/%zu] %s\n", ++done, o.candidates.size(), v.correct ? "accepted" : "rejected");
     std::fflush(stdout);
   });
+  // --profile: each correct candidate once more under Nsight Compute, after the whole batch is judged
+  // (its shared object comes from the compile cache the evaluator filled).
+  if (o.profile) {
+    ProfileOptions po = profile_options_from_env();
+    if (!eo.devices.empty()) po.device = eo.devices.front();
+    std::unique_ptr<CompileService> compiler;
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      if (!verdicts[i].correct) continue;
+      if (!compiler) compiler = std::make_unique<CompileService>(eo.compile);
+      const CompileResult r = compiler->compile_file(o.candidates[i]);
+      verdicts[i].details["profile"] =
+          r.ok ? profile_hgemm_candidate(r.so_path, problem, po)
+               : nlohmann::json{{"tool", "ncu"}, {"error", "the candidate does not compile: " + r.failure},
+                                {"error_code", profile_error::kNcuFailed}, {"seconds", 0.0}};
+      std::fprintf(stderr, "kforge eval: %s: %s\n", o.candidates[i].c_str(),
+                   profile_summary(verdicts[i].details["profile"]).c_str());
+      if (!o.json) {
+        const std::string table = render_profile_table(verdicts[i].details["profile"]);
+        if (!table.empty()) std::printf("%s\n", table.c_str());
+      }
+    }
+  }
   nlohmann::json all = nlohmann::json::array();
   for (const Verdict& v : verdicts) all.push_back(to_json(v));
   const nlohmann::json doc = verdicts.size() == 1 ? all[0] : all;
@@ -152,6 +176,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--arch", o->arch, "nvcc target, e.g. sm_90a or sm_80 (default: the device's; sm_90a without one)");
   cmd->add_flag("--allow-streams", o->allow_streams, "let candidates create streams (the static scan forbids it by default)");
   cmd->add_flag("--verify-only", o->verify_only, "check correctness and hardening, skip timing");
+  cmd->add_flag("--profile", o->profile,
+                "then run each correct candidate once more under Nsight Compute (ncu, a process of its own) and add "
+                "its metrics per kernel to the verdict's details.profile (or why not: profile.error)");
   cmd->add_option("--include-dir", o->include_dirs,
                   "folder added to the candidates' include path (repeatable; after kforge's ABI headers, before "
                   "the CUTLASS/CuTe headers, which are found by themselves: $KFORGE_CUTLASS_DIR, else the "

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "cli/commands.hpp"
+#include "eval/profile.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
@@ -49,6 +50,7 @@ struct TorchCliOptions {
   std::string python;
   int build_jobs = 0;
   std::string devices;
+  bool profile = false;
 };
 
 std::string one_line(const Verdict& v, const std::string& task) {
@@ -225,11 +227,32 @@ void run_eval_torch(const TorchCliOptions& o) {
                o.task.empty() ? o.tasks.c_str() : o.task.c_str(), where.c_str(), join(eo.baselines, ",").c_str(),
                ev.options().python.empty() ? "(none)" : ev.options().python.c_str());
   size_t done = 0;
-  const std::vector<Verdict> verdicts = service.judge_files(files, [&](size_t i, const Verdict& v) {
+  std::vector<Verdict> verdicts = service.judge_files(files, [&](size_t i, const Verdict& v) {
     if (!o.json) std::printf("%s\n", one_line(v, jobs[i].task).c_str());
     std::fprintf(stderr, "[%zu/%zu] %s\n", ++done, jobs.size(), v.correct ? "accepted" : "rejected");
     std::fflush(stdout);
   });
+  // --profile: each correct candidate once more under Nsight Compute, after the whole batch is judged.
+  if (o.profile) {
+    ProfileOptions po = profile_options_from_env();
+    if (!eo.devices.empty()) po.device = eo.devices.front();
+    for (size_t i = 0; i < verdicts.size(); ++i) {
+      if (!verdicts[i].correct) continue;
+      std::string source;
+      try {
+        source = read_file(jobs[i].candidate);
+      } catch (const std::exception&) {
+      }
+      verdicts[i].details["profile"] =
+          profile_torch_candidate(jobs[i].task, jobs[i].candidate, torch_build_dir(ev.options(), source), ev.options(), po);
+      std::fprintf(stderr, "kforge eval: %s: %s\n", jobs[i].candidate.c_str(),
+                   profile_summary(verdicts[i].details["profile"]).c_str());
+      if (!o.json) {
+        const std::string table = render_profile_table(verdicts[i].details["profile"]);
+        if (!table.empty()) std::printf("%s\n", table.c_str());
+      }
+    }
+  }
   nlohmann::json all = nlohmann::json::array();
   std::vector<TaskOutcome> outcomes;
   for (size_t i = 0; i < verdicts.size(); ++i) {
@@ -296,6 +319,9 @@ void register_eval_torch(CLI::App& eval) {
                 "call ATen compute ops from C++ (a task can ask for this with KFORGE = {'require_cuda_kernel': True})");
   eval.add_flag("--no-scan", o->no_scan, "skip the static scan (to exercise the run-time defences only)");
   eval.add_flag("--verify-only", o->verify_only, "check correctness and hardening, skip timing");
+  eval.add_flag("--profile", o->profile,
+                "then run each correct candidate once more under Nsight Compute (ncu, a process of its own) and add "
+                "its metrics per kernel to the verdict's details.profile (or why not: profile.error)");
   eval.add_option("--devices", o->devices,
                   "GPUs to judge a batch on in parallel, one worker at a time each: 0,1,... or all (default: --device); "
                   "every candidate is timed against the baselines on its own device");

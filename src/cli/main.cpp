@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   kforge::register_serve(app);
   kforge::register_data(app);
   kforge::register_corpus(app);
+  kforge::register_profile(app);
   CLI::App* hgemm = app.add_subcommand("hgemm", "Half-precision GEMM: baselines, benchmarks, tuning, export");
   hgemm->require_subcommand(1);
   kforge::register_hgemm_bench(*hgemm);

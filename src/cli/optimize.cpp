@@ -73,6 +73,7 @@ void run(OptimizeCli& c) {
   o.include_dirs = checked_include_dirs(c.include_dirs);
   check_nvcc_flags(c.nvcc_flags);
   o.nvcc_flags = c.nvcc_flags;
+  o.profile = profile_options_from_env(o.profile);
   if (!c.resume_dir.empty() && (!o.include_dirs.empty() || !o.nvcc_flags.empty()))
     KF_USAGE_ERROR("--include-dir and --nvcc-flag are stored with the run; --resume compiles with the stored ones");
   if (!c.resume_dir.empty() && (!c.deviation_penalty.empty() || !c.length_penalty.empty()))
@@ -295,6 +296,13 @@ void register_optimize(CLI::App& app) {
                   "GPUs to judge each group on in parallel, one worker each: 0,1,... or all (default: the first "
                   "device); not stored with the run (give it again with --resume)");
   cmd->add_option("--python", c->python, "PyTorch tasks: the worker's Python (default $KFORGE_PYTHON, else python3)");
+  cmd->add_option("--profile-top", c->o.profile_top,
+                  "after each iteration, profile its N fastest correct candidates once more under Nsight Compute "
+                  "(ncu, a process of its own; seconds of GPU time each) and store the metrics with their verdicts; "
+                  "exemplars with a profile show it as a table in the prompt (0: profile none; 0 to 100)")
+      ->capture_default_str();
+  cmd->add_flag("--no-profile", c->o.no_profile,
+                "no profiles: none taken and none shown in prompts (the profile section of prompts/README.md)");
   cmd->footer(
       "Bad input: every option is checked before anything is created (no run folder, database, cassette or LLM "
       "call); a bad one exits 2 with one line naming the problem and the fix.\n"

@@ -52,5 +52,8 @@ bool install_candidate_sandbox(std::string& why_not);
 
 // The executor program for candidates (kforge-executor); `argv` as main's.
 int candidate_executor_main(int argc, char** argv);
+// `kforge-executor profile ...`: one candidate run for a profiler (eval/profile_target.cpp; only in
+// the kforge-executor program).
+int profile_target_main(int argc, char** argv);
 
 }  // namespace kforge

@@ -5,6 +5,7 @@
 #include "llm/prompt.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <system_error>
@@ -27,12 +28,18 @@ namespace {
 
 // The template files: the five of a CUDA prompt, in the order their texts appear in it, then the
 // four that replace task.md, exemplar.md, protocol.md and restrictions.md for PyTorch tasks.
+// profile.md (shared) renders an exemplar's profiler table into its {{profile}}.
 const char* const kTemplateNames[] = {"system.md",          "task.md",           "exemplar.md",
                                       "protocol.md",        "restrictions.md",   "task_torch.md",
-                                      "exemplar_torch.md",  "protocol_torch.md", "restrictions_torch.md"};
+                                      "exemplar_torch.md",  "protocol_torch.md", "restrictions_torch.md",
+                                      "profile.md"};
 
 
 using Vars = std::map<std::string, std::string>;
+
+// What {{profile}} is while an exemplar has no profile: removed (with the line break after it)
+// once the exemplar is filled.
+constexpr const char* kNoProfile = "\x02";
 
 // Replaces each {{name}} (white space around the name allowed) whose name is in `vars` by its
 // value. Unknown placeholders stay as they are. Single pass: inserted values are not scanned, so a
@@ -93,7 +100,8 @@ std::string status_of(const Exemplar& x) {
 // The exemplar section: a short heading, then each exemplar rendered with exemplar.md, ordered
 // worst to best (rejected ones first, in the order given; then correct ones by increasing
 // speed-up), so that the best variant is the last thing before the instructions.
-std::string render_exemplars(const std::vector<Exemplar>& exemplars, const std::string& tmpl) {
+std::string render_exemplars(const std::vector<Exemplar>& exemplars, const std::string& tmpl,
+                             const std::string& profile_tmpl) {
   std::vector<Exemplar> sorted = exemplars;
   std::stable_sort(sorted.begin(), sorted.end(), [](const Exemplar& a, const Exemplar& b) {
     if (a.correct != b.correct) return !a.correct;  // rejected before correct
@@ -117,7 +125,17 @@ std::string render_exemplars(const std::vector<Exemplar>& exemplars, const std::
         {"notes", notes.empty() ? std::string("(none)") : std::string(notes)},
         {"source", rstrip(x.source)},
     };
-    out += "\n\n" + rstrip(fill(tmpl, vars));
+    // An exemplar without a profile: its placeholder goes from the template, with the line break
+    // after it (before filling: the values inserted are never scanned again).
+    std::string t = tmpl;
+    if (trim(x.profile).empty()) {
+      t = fill(tmpl, {{"profile", kNoProfile}});
+      for (const char* gap : {"\x02\n\n", "\x02\n", "\x02"})
+        for (size_t at; (at = t.find(gap)) != std::string::npos;) t.erase(at, std::strlen(gap));
+    } else {
+      vars["profile"] = rstrip(fill(profile_tmpl, {{"table", rstrip(x.profile)}}));
+    }
+    out += "\n\n" + rstrip(fill(t, vars));
   }
   return out;
 }
@@ -163,7 +181,7 @@ std::vector<ChatMessage> build_prompt(const PromptInputs& in, const PromptTempla
   const std::string& protocol_t = text_of(t, "protocol" + suffix);
   const std::string& restrictions_t = text_of(t, "restrictions" + suffix);
 
-  std::string exemplars = render_exemplars(in.exemplars, text_of(t, "exemplar" + suffix));
+  std::string exemplars = render_exemplars(in.exemplars, text_of(t, "exemplar" + suffix), text_of(t, "profile.md"));
   std::string feedback_text(trim(in.feedback));
   std::string feedback = feedback_text.empty()
                              ? std::string()

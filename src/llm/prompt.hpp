@@ -16,7 +16,8 @@ struct Exemplar {
   std::string source;
   bool correct = false;
   double speedup = 0;   // median speed-up over the baseline when correct
-  std::string notes;    // compiler errors, rejection reasons, profiler metrics
+  std::string notes;    // compiler errors, rejection reasons
+  std::string profile;  // the profiler's table (render_profile_table, eval/profile.hpp); empty: none
 };
 
 struct PromptInputs {
@@ -28,7 +29,7 @@ struct PromptInputs {
 };
 
 // Templates are Markdown files with {{placeholders}}: system.md, task.md, exemplar.md,
-// protocol.md, restrictions.md, and for PyTorch tasks task_torch.md, exemplar_torch.md,
+// protocol.md, restrictions.md, profile.md (an exemplar's profile: its {{profile}}), and for PyTorch tasks task_torch.md, exemplar_torch.md,
 // protocol_torch.md, restrictions_torch.md (used instead of the four without _torch). Missing
 // files fall back to the built-in text of the same name.
 struct PromptTemplates {

@@ -29,6 +29,8 @@
 #include "core/json.hpp"
 #include "core/subprocess.hpp"
 #include "core/text.hpp"
+#include "compile/compile.hpp"
+#include "eval/profile.hpp"
 #include "llm/prompt.hpp"
 #include "llm/response.hpp"
 #include "search/builtin_policy.hpp"
@@ -219,6 +221,8 @@ void check_endpoint_url(const std::string& url) {
 }  // namespace
 
 void check_optimize_options(const OptimizeOptions& o) {
+  if (o.profile_top < 0 || o.profile_top > 100)
+    KF_USAGE_ERROR("--profile-top must be a whole number from 0 to 100 (got %d)", o.profile_top);
   // The run folder.
   if (o.run_dir.empty()) KF_USAGE_ERROR("--run-dir must not be empty");
   {
@@ -548,6 +552,7 @@ class Loop {
 
     evaluate_pending();
     finish_groups();
+    for (int it = 0; it <= db_->last_iteration(run_id_); ++it) profile_best(it);  // the seed; what a kill left
     OptimizeSummary sum;
     bool budget_gone = false;
     int dead_iterations = 0;  // consecutive iterations whose every LLM call failed
@@ -567,6 +572,7 @@ class Loop {
       evaluate_pending();
       remeasure_jump(it, best_before);
       finish_groups();
+      profile_best(it);
       progress(it);
     }
     sum.interrupted = bool(stop_);
@@ -639,6 +645,56 @@ class Loop {
   // is rethrown here.)
   void judge(const std::vector<std::string>& paths, const std::function<void(size_t, const Verdict&)>& done) {
     service_->judge_files(kServiceTask, paths, done);
+  }
+
+  // Profiles the `profile_top` fastest correct candidates of iteration `it` that have no profile
+  // yet (eval/profile.hpp), one after another on this thread (nothing else is judged meanwhile),
+  // and stores each with its verdict. A profile that cannot be taken stores why (profile.error);
+  // after ncu was found missing, no further profile is tried in this run.
+  void profile_best(int it) {
+    if (o_.no_profile || o_.profile_top <= 0 || ncu_missing_ || o_.policy == "builtin") return;
+    std::vector<CandidateRecord> cs;
+    for (const CandidateRecord& c : db_->candidates(run_id_)) {
+      if (c.iteration != it || !c.correct || !c.verdict.is_object()) continue;
+      const nlohmann::json& d = c.verdict.value("details", nlohmann::json::object());
+      if (d.is_object() && d.contains("profile")) continue;
+      cs.push_back(c);
+    }
+    // Already profiled candidates of the iteration count against its share.
+    int done = 0;
+    for (const CandidateRecord& c : db_->candidates(run_id_))
+      if (c.iteration == it && c.verdict.is_object() && c.verdict.value("details", nlohmann::json::object()).contains("profile"))
+        ++done;
+    std::stable_sort(cs.begin(), cs.end(), [](const CandidateRecord& a, const CandidateRecord& b) { return a.score > b.score; });
+    for (size_t i = 0; i < cs.size() && done < o_.profile_top && !stop_; ++i, ++done) {
+      const CandidateRecord& c = cs[i];
+      const std::string path = candidate_path(c.id);
+      write_file_atomic(path, c.source);
+      nlohmann::json p;
+      ProfileOptions po = o_.profile;
+      if (torch_) {
+        if (!o_.torch.devices.empty()) po.device = o_.torch.devices.front();
+        p = profile_torch_candidate(o_.task, path, torch_build_dir(o_.torch, c.source), o_.torch, po);
+      } else {
+        if (!o_.eval.devices.empty()) po.device = o_.eval.devices.front();
+        try {
+          if (!profile_compiler_) profile_compiler_ = std::make_unique<CompileService>(hgemm_eval_with_user_compile().compile);
+          const CompileResult r = profile_compiler_->compile_file(path);
+          p = r.ok ? profile_hgemm_candidate(r.so_path, problem_, po)
+                   : nlohmann::json{{"tool", "ncu"}, {"error", "the candidate does not compile: " + r.failure},
+                                    {"error_code", profile_error::kNcuFailed}, {"seconds", 0.0}};
+        } catch (const std::exception& e) {
+          p = {{"tool", "ncu"}, {"error", e.what()}, {"error_code", profile_error::kNcuFailed}, {"seconds", 0.0}};
+        }
+      }
+      db_->set_profile(c.id, p);
+      std::fprintf(stderr, "kforge optimize: candidate %lld: %s\n", (long long)c.id, profile_summary(p).c_str());
+      if (p.value("error_code", std::string()) == profile_error::kNcuMissing ||
+          p.value("error_code", std::string()) == profile_error::kNcuPermission) {
+        ncu_missing_ = true;
+        break;
+      }
+    }
   }
 
   void evaluate_pending() {
@@ -797,6 +853,9 @@ class Loop {
       e.correct = c.correct;
       e.speedup = c.score;
       if (!c.correct && c.verdict.is_object()) e.notes = c.verdict.value("message", "");
+      if (!o_.no_profile && c.verdict.is_object() && c.verdict.contains("details") && c.verdict["details"].is_object() &&
+          c.verdict["details"].contains("profile"))
+        e.profile = render_profile_table(c.verdict["details"]["profile"]);
       in.exemplars.push_back(e);
     }
     in.feedback = feedback_from(all, it - 1);
@@ -1043,6 +1102,8 @@ class Loop {
   std::unique_ptr<Sampler> sampler_;
   PromptTemplates templates_;
   std::unique_ptr<LlmClient> llm_, reviewer_;
+  std::unique_ptr<CompileService> profile_compiler_;  // profiles: the judged candidate's shared object, from the cache
+  bool ncu_missing_ = false;  // ncu missing or refused: no further profile is tried
   bool ignores_n_ = false;   // the endpoint answered fewer choices than asked: ask n = 1, concurrently
   // This invocation's outcome, for the exit status: a run that did nothing must not report success.
   int calls_ok_ = 0, calls_failed_ = 0, budget_refusals_ = 0;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "eval/evaluator.hpp"
+#include "eval/profile.hpp"
 #include "llm/client.hpp"
 #include "ops/hgemm.hpp"
 #include "torch/torch_eval.hpp"
@@ -36,6 +37,13 @@ struct OptimizeOptions {
   std::vector<std::string> nvcc_flags;
   TorchEvalOptions torch;           // PyTorch tasks (its reward.mode is the baseline the reward uses)
   std::string seed_file;            // PyTorch tasks: the seed candidate (empty: the reference renamed ModelNew)
+  // Profiles (eval/profile.hpp): after each iteration is judged, its `profile_top` fastest correct
+  // candidates are run once more under Nsight Compute and the profile is stored with their verdicts;
+  // exemplars that have one show it as a table in the prompt. 0: none are profiled (stored
+  // profiles are still shown). no_profile: none profiled and none shown. Not stored with the run.
+  int profile_top = 1;
+  bool no_profile = false;
+  ProfileOptions profile;
 };
 
 // Whether `task` names a PyTorch task file (anything that is not "hgemm:...").

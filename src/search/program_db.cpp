@@ -313,6 +313,24 @@ void ProgramDb::record_verdict(int64_t candidate_id, const nlohmann::json& verdi
   tx.commit();
 }
 
+void ProgramDb::set_profile(int64_t candidate_id, const nlohmann::json& profile) {
+  const SqliteDb& db = impl_->db;
+  Transaction tx(db);
+  nlohmann::json v;
+  {
+    Statement q(db, "SELECT verdict_json FROM candidates WHERE id = ?");
+    q.bind(0, candidate_id);
+    KF_CHECK(q.step() && !q.is_null(0), "no judged candidate %lld in '%s'", (long long)candidate_id, db.path().c_str());
+    v = parse_json(db, q.text(0), "candidates.verdict_json", candidate_id);
+  }
+  if (!v.is_object()) v = nlohmann::json::object();
+  if (!v.contains("details") || !v["details"].is_object()) v["details"] = nlohmann::json::object();
+  v["details"]["profile"] = profile;
+  Statement update(db, "UPDATE candidates SET verdict_json = ? WHERE id = ?");
+  update.bind(0, dump_json(v)).bind(1, candidate_id).step();
+  tx.commit();
+}
+
 void ProgramDb::set_advantages(const std::vector<std::pair<int64_t, double>>& id_and_advantage) {
   const SqliteDb& db = impl_->db;
   Transaction tx(db);

@@ -87,6 +87,9 @@ class ProgramDb {
   std::vector<int64_t> add_candidates(const std::vector<CandidateRecord>& cs);
   void record_verdict(int64_t candidate_id, const nlohmann::json& verdict, bool correct, double score, double reward);
   void set_advantages(const std::vector<std::pair<int64_t, double>>& id_and_advantage);
+  // Stores a profile (eval/profile.hpp) with a judged candidate's verdict: verdict_json's
+  // details.profile (replaced when there is one). Nothing else of the verdict changes.
+  void set_profile(int64_t candidate_id, const nlohmann::json& profile);
   std::optional<CandidateRecord> candidate(int64_t id) const;
   std::vector<CandidateRecord> candidates(int64_t run_id) const;            // by id
   std::vector<CandidateRecord> pending_candidates(int64_t run_id) const;    // status "pending", by id

@@ -57,6 +57,7 @@ struct ServeCliOptions {
   double request_timeout = 3600;
   int prepare_jobs = 0;
   std::string work_dir;
+  bool profile = false;
 };
 
 std::atomic<bool> g_stop{false};
@@ -90,6 +91,8 @@ void run_serve(const ServeCliOptions& o) {
   so.slots = o.slots;
   so.prepare_jobs = o.prepare_jobs;
   so.work_dir = o.work_dir;
+  so.profile = o.profile;
+  so.profile_options = profile_options_from_env();
   if (o.slots > 1 && !so.devices.empty()) KF_USAGE_ERROR("--slots is for the default device; --devices gives one slot per GPU");
   // Destroyed first of all at the end (reset below), while the scorer that its callbacks reach still lives.
   auto service_ptr = std::make_unique<EvalService>(so);
@@ -255,6 +258,10 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--prepare-jobs", o->prepare_jobs, "Threads compiling candidates before they are queued (0: one per core)");
   cmd->add_option("--work-dir", o->work_dir, "Folder for candidate files (default $KFORGE_CACHE_DIR/service)");
+  cmd->add_flag("--profile", o->profile,
+                "Profile every correct candidate once more under Nsight Compute (ncu, in a process of its own) and "
+                "return the metrics per kernel in each result's \"profile\" (or why not: profile.error); costs "
+                "seconds of GPU time per correct candidate");
   cmd->callback([o] { run_serve(*o); });
 }
 

@@ -74,6 +74,7 @@ nlohmann::json Scorer::result_of(const Verdict& v, const std::string& request_id
   if (v.details.contains("service") && v.details["service"].contains("device"))
     r["device"] = v.details["service"]["device"];
   if (v.details.contains("reward")) r["reward_parts"] = v.details["reward"];  // speed-up term, penalties, total
+  if (v.details.contains("profile")) r["profile"] = v.details["profile"];  // kforge serve --profile (eval/profile.hpp)
   return r;
 }
 

@@ -354,6 +354,13 @@ void EvalService::slot_loop(Slot& slot) {
         const Clock::time_point now = Clock::now();
         batch[i]->judge_start = last;
         last = now;
+        if (opts_.profile && v.correct) {
+          // On this thread, so that the slot's device times nothing else meanwhile; not judging time.
+          ProfileOptions po = opts_.profile_options;
+          if (slot.info.device >= 0) po.device = slot.info.device;
+          v.details["profile"] = batch[i]->task->profile(batch[i]->path, po);
+          last = Clock::now();
+        }
         {
           std::lock_guard<std::mutex> lock(mutex_);
           --judging_;

@@ -39,6 +39,10 @@ struct ServiceOptions {
   size_t max_pending = 0;    // try_submit refuses beyond this many accepted, unfinished candidates; 0: no bound
   size_t max_batch = 8;      // candidates of one task a slot judges in one batch
   std::string work_dir;      // candidate files (<sha256><ext>); empty: $KFORGE_CACHE_DIR/service
+  // Every correct verdict gets details["profile"] (EvalTask::profile on the slot's thread, before
+  // the verdict is answered and before the slot judges anything else: kforge serve --profile).
+  bool profile = false;
+  ProfileOptions profile_options;
 };
 
 class EvalService {

@@ -93,6 +93,16 @@ class HgemmTask : public EvalTask {
       // The evaluator compiles again and reports whatever went wrong in the verdict.
     }
   }
+  nlohmann::json profile(const std::string& path, const ProfileOptions& popts) const override {
+    try {
+      const CompileResult c = compiler_->compile_file(path);
+      if (!c.ok) return {{"tool", "ncu"}, {"error", "the candidate does not compile: " + c.failure},
+                         {"error_code", profile_error::kNcuFailed}, {"seconds", 0.0}};
+      return profile_hgemm_candidate(c.so_path, problem_, popts);
+    } catch (const std::exception& e) {
+      return {{"tool", "ncu"}, {"error", e.what()}, {"error_code", profile_error::kNcuFailed}, {"seconds", 0.0}};
+    }
+  }
   const HgemmProblem& problem() const { return problem_; }
 
  private:
@@ -164,6 +174,13 @@ class TorchFileTask : public EvalTask {
   std::unique_ptr<SlotJudge> make_judge(const SlotInfo& slot) const override {
     return std::make_unique<TorchJudge>(opts_, slot);
   }
+  nlohmann::json profile(const std::string& path, const ProfileOptions& popts) const override {
+    try {
+      return profile_torch_candidate(file_, path, torch_build_dir(opts_, read_file(path)), opts_, popts);
+    } catch (const std::exception& e) {
+      return {{"tool", "ncu"}, {"error", e.what()}, {"error_code", profile_error::kNcuFailed}, {"seconds", 0.0}};
+    }
+  }
   const std::string& file() const { return file_; }
 
  private:
@@ -204,6 +221,13 @@ void SlotJudge::judge_mixed(const std::vector<const EvalTask*>& tasks, const std
       if (j < at.size()) done(at[j], std::move(v));
     });
   }
+}
+
+nlohmann::json EvalTask::profile(const std::string&, const ProfileOptions&) const {
+  return {{"tool", "ncu"},
+          {"error", "tasks of kind '" + kind() + "' have no profiler"},
+          {"error_code", profile_error::kNcuFailed},
+          {"seconds", 0.0}};
 }
 
 std::shared_ptr<EvalTask> make_hgemm_task(const std::string& id, const HgemmProblem& problem, const EvalOptions& opts) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "eval/evaluator.hpp"
+#include "eval/profile.hpp"
 #include "eval/verdict.hpp"
 #include "ops/hgemm.hpp"
 #include "torch/torch_eval.hpp"
@@ -62,6 +63,11 @@ class EvalTask {
   // Work done on a CPU core before the candidate is queued for a slot (compiling it, so that the
   // judge finds it in the compile cache). Thread-safe; never throws for a candidate's faults.
   virtual void prepare(const std::string& /*path*/) const {}
+  // Profiles a candidate file already judged correct under Nsight Compute (eval/profile.hpp), in a
+  // process of its own: the profile, or {"error", "error_code"}. Never throws for a candidate's
+  // faults. Call it where nothing else is being timed on that GPU (a slot's thread between verdicts).
+  // The default: a task kind without a profiler.
+  virtual nlohmann::json profile(const std::string& path, const ProfileOptions& opts) const;
 
  protected:
   explicit EvalTask(std::string id) : id_(std::move(id)) {}

@@ -179,9 +179,14 @@ TorchEvaluator::Prepared TorchEvaluator::prepare(const TorchJob& job) const {
       return reject(code, msg);
     }
   }
-  p.build_dir = opts_.cache_dir + "/ext/" + sha256_hex(source).substr(0, 16);
+  p.build_dir = torch_build_dir(opts_, source);
   p.needs_build = source.find("cpp_extension") != std::string::npos;
   return p;
+}
+
+std::string torch_build_dir(const TorchEvalOptions& opts, const std::string& candidate_source) {
+  const std::string dir = opts.cache_dir.empty() ? cache_dir() + "/torch" : opts.cache_dir;
+  return dir + "/ext/" + sha256_hex(candidate_source).substr(0, 16);
 }
 
 Verdict TorchEvaluator::evaluate(const TorchJob& job) { return evaluate_batch({job}).front(); }

@@ -95,6 +95,11 @@ std::string python_worker_dir(const std::string& configured = "");
 // `python3 kforge_worker probe`: {"python", "torch", "cuda", "device"}, or {"error": why}.
 nlohmann::json probe_python(const std::string& python = "", const std::string& worker_dir = "");
 
+// Where the extension of a candidate with this source is built ($cache_dir/ext/<content hash>;
+// an empty cache_dir is the evaluator's default, $KFORGE_CACHE_DIR/torch): the judge builds it
+// there, and a profile (eval/profile.hpp) finds it there.
+std::string torch_build_dir(const TorchEvalOptions& opts, const std::string& candidate_source);
+
 // Maps a scan rule of the Python scan to a reason code (forbidden_call for most).
 std::string scan_rule_reason(const std::string& rule);
 

@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 
 const char* const kNames[] = {"system.md",         "task.md",           "exemplar.md",
                               "protocol.md",       "restrictions.md",   "task_torch.md",
-                              "exemplar_torch.md", "protocol_torch.md", "restrictions_torch.md"};
+                              "exemplar_torch.md", "protocol_torch.md", "restrictions_torch.md",
+                              "profile.md"};
 
 Exemplar make(int64_t id, bool correct, double speedup, std::string notes = "") {
   Exemplar x;
@@ -229,7 +230,7 @@ TEST(PromptTemplates, LoadOverridesOnlyFilesPresent) {
   dir.write("README.md", "ignored\n");
   PromptTemplates t = PromptTemplates::load(dir.path.string());
   PromptTemplates b = PromptTemplates::builtin();
-  ASSERT_EQ(t.files.size(), 9u);
+  ASSERT_EQ(t.files.size(), std::size(kNames));
   EXPECT_EQ(t.files.at("task.md"), "MY TASK: {{task}}\n{{reference}}\n");
   EXPECT_EQ(t.files.at("restrictions.md"), "# My rules\n\nBe nice.\n");
   for (const char* kept : {"system.md", "exemplar.md", "protocol.md"})
@@ -267,13 +268,14 @@ TEST(PromptTemplates, MissingFolderIsAUsageError) {
   EXPECT_THROW(PromptTemplates::load((dir.path / "file.md").string()), Error);
 }
 
-TEST(PromptTemplates, BuiltinHasTheNineFilesAndTheirPlaceholders) {
+TEST(PromptTemplates, BuiltinHasTheTenFilesAndTheirPlaceholders) {
   PromptTemplates b = PromptTemplates::builtin();
-  ASSERT_EQ(b.files.size(), 9u);
+  ASSERT_EQ(b.files.size(), 10u);
   for (const char* name : kNames) ASSERT_TRUE(b.files.count(name)) << name;
   for (const char* ph : {"{{task}}", "{{reference}}"}) pos_of(b.files.at("task.md"), ph);
-  for (const char* ph : {"{{index}}", "{{id}}", "{{status}}", "{{speedup}}", "{{notes}}", "{{source}}"})
-    pos_of(b.files.at("exemplar.md"), ph);
+  for (const char* ph : {"{{index}}", "{{id}}", "{{status}}", "{{speedup}}", "{{notes}}", "{{profile}}", "{{source}}"})
+    for (const char* name : {"exemplar.md", "exemplar_torch.md"}) pos_of(b.files.at(name), ph);
+  pos_of(b.files.at("profile.md"), "{{table}}");
   pos_of(b.files.at("protocol.md"), "<<<<<<< SEARCH");
   pos_of(b.files.at("restrictions.md"), "fp32");
   for (const char* ph : {"{{task}}", "{{reference}}"}) pos_of(b.files.at("task_torch.md"), ph);

@@ -1,0 +1,508 @@
+// Profiles (issue 16, item 1) without a GPU: ncu's CSV parsed from a fixture in the format ncu
+// 2025 prints (tests/profile/ncu-raw-sm90.csv) and from a details page; unknown, missing and
+// malformed input never crashing; the missing, refused, timed-out and metric-less ncu paths through
+// fake ncu programs; the prompt's table; the program database round trip; kforge serve's result
+// field; and, end to end on the CPU, kforge profile / eval --profile / optimize --profile-top /
+// --no-profile with a fake ncu that prints the fixture.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "../support/process.hpp"
+#include "../support/scripted_llm_server.hpp"
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json.hpp"
+#include "core/text.hpp"
+#include "eval/profile.hpp"
+#include "eval/verdict.hpp"
+#include "llm/prompt.hpp"
+#include "search/program_db.hpp"
+#include "serve/scorer.hpp"
+#include "torch/torch_eval.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kforge {
+namespace {
+
+const std::string kFixture = std::string(KFORGE_SOURCE_DIR) + "/tests/profile/ncu-raw-sm90.csv";
+
+// An environment variable set for one scope.
+struct ScopedEnv {
+  std::string name;
+  std::string old;
+  bool had = false;
+  ScopedEnv(const std::string& n, const std::string& value) : name(n) {
+    if (const char* v = std::getenv(n.c_str())) had = true, old = v;
+    ::setenv(n.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had)
+      ::setenv(name.c_str(), old.c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
+
+// A fake ncu: a shell script whose body sees the arguments ncu would get. $LOG is the --log-file
+// and $RESULT the target's --result file (the last argument).
+std::string fake_ncu(const std::string& dir, const std::string& body) {
+  const std::string path = dir + "/ncu";
+  std::ofstream f(path);
+  f << "#!/bin/sh\n"
+       "LOG=''; RESULT=''; prev=''\n"
+       "for a in \"$@\"; do\n"
+       "  [ \"$prev\" = --log-file ] && LOG=\"$a\"\n"
+       "  [ \"$prev\" = --result ] && RESULT=\"$a\"\n"
+       "  prev=\"$a\"\n"
+       "done\n"
+    << body << "\n";
+  f.close();
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+// The fake that "profiles": the fixture into the log, the target's result file says ok.
+std::string fixture_ncu(const std::string& dir) {
+  return fake_ncu(dir, "echo \"$@\" > " + dir + "/args\ncp " + kFixture +
+                           " \"$LOG\"\necho '{\"ok\": true}' > \"$RESULT\"\nexit 0");
+}
+
+TEST(NcuCsv, RawPageOfNcu2025) {
+  const nlohmann::json p = parse_ncu_csv(read_file(kFixture));
+  ASSERT_EQ(p["kernels"].size(), 2u) << p.dump(2);
+  const nlohmann::json& k = p["kernels"][0];
+  // A quoted name holding commas and parentheses stays whole.
+  EXPECT_EQ(k["name"], "void kforge::sm90_gemm<128, 256, 64, 4, (kforge::Raster)1>(kforge::GemmParams, const __half *, "
+                       "const __half *, __half *)");
+  EXPECT_EQ(k["launch"], 0);
+  EXPECT_EQ(k["grid"], "(132, 1, 1)");
+  EXPECT_EQ(k["block"], "(384, 1, 1)");
+  EXPECT_NEAR(k["duration_us"].get<double>(), 1234.56, 1e-9);  // "1,234.56" usecond
+  EXPECT_NEAR(k["sm_throughput_pct"].get<double>(), 84.02, 1e-9);
+  EXPECT_NEAR(k["dram_throughput_pct"].get<double>(), 12.41, 1e-9);
+  EXPECT_NEAR(k["tensor_pipe_pct"].get<double>(), 83.9, 1e-9);  // the larger of hmma and gmma
+  EXPECT_NEAR(k["achieved_occupancy_pct"].get<double>(), 18.75, 1e-9);
+  EXPECT_EQ(k["registers_per_thread"], 168);
+  EXPECT_NEAR(k["shared_mem_per_block_bytes"].get<double>(), 197630, 1e-6);  // 197.63 Kbyte + 0 byte
+  EXPECT_NEAR(k["l1_hit_rate_pct"].get<double>(), 2.13, 1e-9);
+  EXPECT_NEAR(k["l2_hit_rate_pct"].get<double>(), 71.28, 1e-9);
+  // The top three stalls, "selected" (issuing) left out; shares of all stall cycles (7.16).
+  ASSERT_EQ(k["stalls"].size(), 3u);
+  EXPECT_EQ(k["stalls"][0]["reason"], "sleeping");
+  EXPECT_NEAR(k["stalls"][0]["share_pct"].get<double>(), 100 * 3.1 / 7.16, 1e-6);
+  EXPECT_EQ(k["stalls"][1]["reason"], "wait");
+  EXPECT_EQ(k["stalls"][2]["reason"], "long_scoreboard");
+  EXPECT_NEAR(k["stalls"][2]["cycles_per_issue"].get<double>(), 0.9, 1e-9);
+
+  const nlohmann::json& e = p["kernels"][1];
+  EXPECT_NE(e["name"].get<std::string>().find("\"relu\""), std::string::npos);  // doubled quotes
+  EXPECT_EQ(e["tensor_pipe_pct"], 0);  // gmma "n/a", hmma 0
+  EXPECT_NEAR(e["shared_mem_per_block_bytes"].get<double>(), 1024, 1e-9);  // "1,024" byte
+  EXPECT_NEAR(e["duration_us"].get<double>(), 38.91, 1e-9);
+  EXPECT_EQ(e["stalls"][0]["reason"], "long_scoreboard");
+  EXPECT_NEAR(e["stalls"][0]["share_pct"].get<double>(), 100 * 21.7 / 26.6, 1e-6);
+}
+
+TEST(NcuCsv, DetailsPageUnitsAndMissingMetrics) {
+  const std::string h =
+      "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\","
+      "\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n";
+  auto row = [](const char* id, const char* name, const char* unit, const char* value) {
+    return strf("\"%s\",\"7\",\"python3\",\"h\",\"k, with a comma\",\"1\",\"7\",\"(256, 1, 1)\",\"(80, 1, 1)\",\"0\","
+                "\"9.0\",\"Command line profiler metrics\",\"%s\",\"%s\",\"%s\"\n",
+                id, name, unit, value);
+  };
+  const std::string text = "some program output\n==PROF== Connected\n" + h +
+                           row("0", "gpu__time_duration.sum", "msecond", "1.5") +
+                           row("0", "launch__registers_per_thread", "register/thread", "32") +
+                           row("0", "launch__shared_mem_per_block_dynamic", "Kbyte", "2") +
+                           row("0", "some__metric_this_kforge_does_not_know.sum", "", "17") +
+                           row("1", "gpu__time_duration.sum", "nsecond", "2,500") +
+                           row("1", "lts__t_sector_hit_rate.pct", "%", "n/a");
+  const nlohmann::json p = parse_ncu_csv(text);
+  ASSERT_EQ(p["kernels"].size(), 2u) << p.dump(2);
+  EXPECT_EQ(p["kernels"][0]["name"], "k, with a comma");
+  EXPECT_NEAR(p["kernels"][0]["duration_us"].get<double>(), 1500, 1e-9);
+  EXPECT_NEAR(p["kernels"][0]["shared_mem_per_block_bytes"].get<double>(), 2000, 1e-9);
+  EXPECT_FALSE(p["kernels"][0].contains("l2_hit_rate_pct"));
+  EXPECT_FALSE(p["kernels"][0].contains("stalls"));
+  EXPECT_NEAR(p["kernels"][1]["duration_us"].get<double>(), 2.5, 1e-9);
+  EXPECT_FALSE(p["kernels"][1].contains("l2_hit_rate_pct"));  // "n/a" is absent
+}
+
+TEST(NcuCsv, NothingUsableIsAnEmptyListNeverACrash) {
+  for (const std::string& text :
+       {std::string(), std::string("==PROF== No kernels were profiled.\n"), std::string("\"ID\"\n"),
+        std::string("\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"0\""),  // a row cut short
+        std::string("\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"0\",\"k\",\"fast\"\n\"unterminated"),
+        std::string("\x01\xff\xfe garbage, \"\"\" ,,,\n\n")}) {
+    const nlohmann::json p = parse_ncu_csv(text);
+    ASSERT_TRUE(p["kernels"].is_array()) << text;
+    for (const auto& k : p["kernels"]) {
+      EXPECT_FALSE(k.contains("duration_us")) << k.dump();
+      EXPECT_TRUE(is_valid_utf8(k["name"].get<std::string>()));
+    }
+  }
+}
+
+TEST(NcuCsv, MetricNamesAreSm90Names) {
+  const auto& names = profile_metric_names();
+  for (const char* n : {"gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+                        "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread",
+                        "launch__shared_mem_per_block_dynamic", "lts__t_sector_hit_rate.pct",
+                        "l1tex__t_sector_hit_rate.pct",
+                        "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  // Every name the parser reads is requested, and the fixture holds a column for each.
+  const std::string fixture = read_file(kFixture);
+  for (const std::string& n : names) EXPECT_NE(fixture.find("\"" + n + "\""), std::string::npos) << n;
+}
+
+TEST(ProfileRun, MissingNcuSaysSoAndWhere) {
+  const std::string dir = test::temp_dir();
+  ScopedEnv path("PATH", dir);  // no ncu there
+  ::unsetenv("KFORGE_NCU");
+  std::string why;
+  const std::string found = find_ncu("", why);
+  if (!found.empty()) GTEST_SKIP() << "SKIPPED: " << found << " exists on this machine";
+  const nlohmann::json p = run_ncu_profile({"/bin/true"}, {}, {});
+  EXPECT_EQ(p["error_code"], profile_error::kNcuMissing) << p.dump();
+  EXPECT_NE(p["error"].get<std::string>().find("KFORGE_NCU"), std::string::npos) << p.dump();
+  EXPECT_FALSE(p.contains("kernels"));
+  {
+    ScopedEnv ncu("KFORGE_NCU", dir + "/no-such-ncu");
+    const nlohmann::json q = run_ncu_profile({"/bin/true"}, {}, {});
+    EXPECT_EQ(q["error_code"], profile_error::kNcuMissing);
+    EXPECT_NE(q["error"].get<std::string>().find("no-such-ncu"), std::string::npos) << q.dump();
+  }
+  EXPECT_EQ(profile_summary(p).rfind("no profile (ncu_missing)", 0), 0u) << profile_summary(p);
+}
+
+TEST(ProfileRun, FakeNcuGivesTheFixturesKernelsAndTheCommandLine) {
+  const std::string dir = test::temp_dir();
+  ProfileOptions o;
+  o.ncu = fixture_ncu(dir);
+  o.max_kernels = 7;
+  const nlohmann::json p = run_ncu_profile({"/bin/true", "--x"}, {}, o);
+  ASSERT_FALSE(p.contains("error")) << p.dump();
+  EXPECT_EQ(p["kernels"].size(), 2u);
+  EXPECT_EQ(p["kernels_profiled"], 2);
+  EXPECT_NEAR(p["total_duration_us"].get<double>(), 1234.56 + 38.91, 1e-6);
+  EXPECT_GE(p["seconds"].get<double>(), 0);
+  EXPECT_FALSE(p.contains("unavailable"));
+  const std::string args = read_file(dir + "/args");
+  for (const char* a : {"--clock-control none", "--profile-from-start off", "--launch-count 7", "--csv", "--page raw",
+                        "--metrics gpu__time_duration.sum,", "/bin/true --x --result "})
+    EXPECT_NE(args.find(a), std::string::npos) << a << " in " << args;
+}
+
+TEST(ProfileRun, RefusedCountersTimeoutsAndFailedTargetsAreErrors) {
+  const std::string dir = test::temp_dir();
+  ProfileOptions o;
+  o.ncu = fake_ncu(dir,
+                   "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+                   "Performance Counters on the target device 0.'\nexit 1");
+  nlohmann::json p = run_ncu_profile({"/bin/true"}, {}, o);
+  EXPECT_EQ(p["error_code"], profile_error::kNcuPermission) << p.dump();
+  EXPECT_NE(p["error"].get<std::string>().find("ERR_NVGPUCTRPERM"), std::string::npos);
+
+  o.ncu = fake_ncu(dir, "sleep 30");
+  o.timeout_s = 1;
+  p = run_ncu_profile({"/bin/true"}, {}, o);
+  EXPECT_EQ(p["error_code"], profile_error::kNcuTimeout) << p.dump();
+  EXPECT_LT(p["seconds"].get<double>(), 20);
+
+  o.timeout_s = 60;
+  o.ncu = fake_ncu(dir, "echo '{\"ok\": false, \"error\": \"dlopen failed: nope\"}' > \"$RESULT\"\nexit 1");
+  p = run_ncu_profile({"/bin/true"}, {}, o);
+  EXPECT_EQ(p["error_code"], profile_error::kNcuFailed) << p.dump();
+  EXPECT_NE(p["error"].get<std::string>().find("dlopen failed: nope"), std::string::npos);
+
+  o.ncu = fake_ncu(dir, "echo '==WARNING== No kernels were profiled.'\necho '{\"ok\": true}' > \"$RESULT\"\nexit 0");
+  p = run_ncu_profile({"/bin/true"}, {}, o);
+  EXPECT_EQ(p["error_code"], profile_error::kNoKernels) << p.dump();
+}
+
+TEST(ProfileRun, AMetricThisNcuDoesNotKnowIsDroppedAndTriedOnceMore) {
+  const std::string dir = test::temp_dir();
+  ProfileOptions o;
+  // The first call names an unknown metric and fails; the second (without it) profiles.
+  o.ncu = fake_ncu(dir, "case \"$*\" in\n"
+                        "  *gmma*) echo '==ERROR== Failed to find metric "
+                        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active'; exit 1;;\n"
+                        "esac\n"
+                        "cp " + kFixture + " \"$LOG\"\necho '{\"ok\": true}' > \"$RESULT\"\nexit 0");
+  const nlohmann::json p = run_ncu_profile({"/bin/true"}, {}, o);
+  ASSERT_FALSE(p.contains("error")) << p.dump();
+  ASSERT_TRUE(p.contains("unavailable")) << p.dump();
+  EXPECT_EQ(p["unavailable"], nlohmann::json::array({"sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"}));
+  EXPECT_EQ(p["kernels"].size(), 2u);
+}
+
+TEST(ProfileTable, CompactRowsLongestFirst) {
+  nlohmann::json p = parse_ncu_csv(read_file(kFixture));
+  const std::string t = render_profile_table(p);
+  EXPECT_EQ(t.rfind("| kernel | time | SM % | DRAM % | tensor % | occupancy % | regs | smem/block | L1 hit % | L2 hit % | "
+                    "top stalls |\n",
+                    0),
+            0u)
+      << t;
+  // The parameter list and "void " go; the template arguments stay.
+  EXPECT_NE(t.find("| kforge::sm90_gemm<128, 256, 64, 4, (kforge::R... | 1.235 ms | 84 | 12 | 84 | 19 | 168 | 193.0 KiB | 2 "
+                   "| 71 | sleeping 43%, wait 34%, long_scoreboard 13% |"),
+            std::string::npos)
+      << t;
+  EXPECT_LT(t.find("sm90_gemm"), t.find("vectorized_elementwise_kernel"));
+  EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 4);
+  // At most max_rows kernels; the rest in one line.
+  const std::string one = render_profile_table(p, 1);
+  EXPECT_EQ(one.find("vectorized"), std::string::npos);
+  EXPECT_NE(one.find("(1 more kernel, 38.91 us in all)"), std::string::npos) << one;
+  // A metric that is absent is "-"; a profile that failed has no table.
+  p["kernels"][0].erase("l2_hit_rate_pct");
+  p["kernels"][0].erase("stalls");
+  EXPECT_NE(render_profile_table(p).find("| 2 | - | - |"), std::string::npos) << render_profile_table(p);
+  EXPECT_EQ(render_profile_table({{"error", "ncu not found"}, {"error_code", "ncu_missing"}}), "");
+  EXPECT_EQ(render_profile_table(nlohmann::json()), "");
+  // A kernel name cannot break the table (a '|' of its own) or inject lines.
+  nlohmann::json evil = {{"kernels", {{{"name", "a|b\n## Variant 9"}, {"duration_us", 1.0}}}}};
+  const std::string e = render_profile_table(evil);
+  EXPECT_NE(e.find("| a b ## Variant 9 | 1.00 us |"), std::string::npos) << e;
+  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 3);
+}
+
+TEST(ProfilePrompt, TheTableSitsUnderItsExemplarAndIsOffWithoutAProfile) {
+  PromptInputs in;
+  in.task = "the task";
+  in.reference = "the reference";
+  Exemplar a;
+  a.id = 3;
+  a.correct = true;
+  a.speedup = 1.1;
+  a.source = "// three\n";
+  Exemplar b = a;
+  b.id = 4;
+  b.speedup = 2.0;
+  b.source = "// four\n";
+  b.profile = render_profile_table(parse_ncu_csv(read_file(kFixture)));
+  in.exemplars = {a, b};
+  const PromptTemplates t = PromptTemplates::builtin();
+  const std::string user = build_prompt(in, t)[1].content;
+  const size_t v3 = user.find("## Variant 1 (id 3)"), v4 = user.find("## Variant 2 (id 4)");
+  ASSERT_NE(v3, std::string::npos);
+  ASSERT_NE(v4, std::string::npos);
+  const size_t table = user.find("| kernel | time |");
+  ASSERT_NE(table, std::string::npos) << user;
+  EXPECT_GT(table, v4);                                // under its exemplar
+  EXPECT_LT(table, user.find("// four"));              // before the code
+  EXPECT_GT(table, user.find("Notes from the evaluator", v4));
+  EXPECT_NE(user.find("Nsight Compute profile of one call"), std::string::npos);
+  EXPECT_EQ(user.find("| kernel | time |", table + 1), std::string::npos);  // once: id 3 has none
+  // Without a profile the exemplar reads as it did before profiles existed.
+  EXPECT_NE(user.find("Notes from the evaluator:\n\n(none)\n\n```cuda\n// three"), std::string::npos) << user;
+  EXPECT_EQ(user.find("{{"), std::string::npos);
+  EXPECT_EQ(user.find("\n\n\n"), std::string::npos);
+  // profile.md can be overridden like any template; PyTorch exemplars show it too.
+  PromptTemplates custom = t;
+  custom.files["profile.md"] = "PROFILE:\n{{table}}\n";
+  in.language = "python";
+  const std::string py = build_prompt(in, custom)[1].content;
+  EXPECT_NE(py.find("PROFILE:\n| kernel |"), std::string::npos) << py;
+  EXPECT_NE(py.find("```python\n// four"), std::string::npos);
+}
+
+TEST(ProfileStore, AProfileIsStoredWithItsVerdictAndNothingElseChanges) {
+  const std::string dir = test::temp_dir();
+  ProgramDb db(dir + "/kforge-search.db");
+  const int64_t run = db.create_run("hgemm:64x64x64", nlohmann::json::object());
+  CandidateRecord c;
+  c.run_id = run;
+  c.policy = "seed";
+  c.source = "x\n";
+  const int64_t id = db.add_candidate(c);
+  const nlohmann::json verdict = {{"correct", true}, {"reasons", nlohmann::json::array()}, {"details", {{"checks", {{"a", 1}}}}}};
+  db.record_verdict(id, verdict, true, 1.5, 0.4);
+  const nlohmann::json profile = parse_ncu_csv(read_file(kFixture));
+  db.set_profile(id, profile);
+  const auto back = db.candidate(id);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->verdict["details"]["profile"], profile);
+  EXPECT_EQ(back->verdict["details"]["checks"], verdict["details"]["checks"]);
+  EXPECT_TRUE(back->correct);
+  EXPECT_DOUBLE_EQ(back->score, 1.5);
+  EXPECT_DOUBLE_EQ(back->reward, 0.4);
+  EXPECT_EQ(back->status, "evaluated");
+  // Replaced, not appended; an error is stored the same way.
+  db.set_profile(id, {{"error", "no ncu"}, {"error_code", "ncu_missing"}});
+  EXPECT_EQ(db.candidate(id)->verdict["details"]["profile"]["error_code"], "ncu_missing");
+  EXPECT_ANY_THROW(db.set_profile(id + 100, profile));
+}
+
+TEST(ProfileServe, AResultCarriesTheVerdictsProfile) {
+  Verdict v;
+  v.correct = true;
+  v.details["profile"] = parse_ncu_csv(read_file(kFixture));
+  const nlohmann::json r = Scorer::result_of(v, "rid", "hgemm:64x64x64", "sha", "fenced");
+  ASSERT_TRUE(r.contains("profile"));
+  EXPECT_EQ(r["profile"]["kernels"].size(), 2u);
+  Verdict w;
+  w.correct = true;
+  EXPECT_FALSE(Scorer::result_of(w, "rid", "t", "sha", "fenced").contains("profile"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// End to end on the CPU: PyTorch candidates judged with --device cpu, profiled by a fake ncu.
+
+bool have_torch() {
+  static const bool yes = [] {
+    if (find_python().empty()) return false;
+    const nlohmann::json p = probe_python();
+    return p.contains("torch") && p["torch"].is_string();
+  }();
+  return yes;
+}
+
+const std::string kRelu = std::string(KFORGE_SOURCE_DIR) + "/tasks/kforge/01_relu.py";
+
+std::string relu_candidate(const std::string& dir) {
+  const std::string path = dir + "/cand.py";
+  write_file_atomic(path,
+                    "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n\n    def forward(self, x):\n        return x.clamp_min(0.0)\n");
+  return path;
+}
+
+TEST(ProfileCli, ProfileAndEvalWithoutNcuSayWhyAndChangeNothingElse) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string dir = test::temp_dir();
+  const std::string cand = relu_candidate(dir);
+  // PATH without ncu (the system's folders only; python3 found through KFORGE_PYTHON), KFORGE_NCU unset.
+  const std::string env = "env -u KFORGE_NCU KFORGE_PYTHON=" + find_python() + " PATH=/usr/bin:/bin ";
+  std::string why;
+  {
+    ScopedEnv path("PATH", "/usr/bin:/bin");
+    ::unsetenv("KFORGE_NCU");
+    if (!find_ncu("", why).empty()) GTEST_SKIP() << "SKIPPED: an ncu is installed (/usr/bin, /bin or /usr/local/cuda/bin)";
+  }
+  auto r = test::ProcessResult{};
+  {
+    const std::string cmd = env + KFORGE_BINARY + " profile --task " + kRelu + " --device cpu --json " + cand + " >" +
+                            dir + "/out 2>" + dir + "/err";
+    const int st = std::system(cmd.c_str());
+    r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = test::slurp(dir + "/out");
+    r.err = test::slurp(dir + "/err");
+  }
+  ASSERT_EQ(r.rc, 1) << r.err << r.out;  // accepted, not profiled
+  const nlohmann::json v = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(v["correct"].get<bool>()) << r.out;
+  EXPECT_EQ(v["details"]["profile"]["error_code"], "ncu_missing") << r.out;
+
+  // eval --profile: the same verdict fields, exit status 0, the profile says why it is missing.
+  const std::string cmd = env + KFORGE_BINARY + " eval --task " + kRelu + " --device cpu --samples 3 --trials 1 --json " +
+                          "--profile " + cand + " >" + dir + "/out 2>" + dir + "/err";
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << test::slurp(dir + "/err");
+  const nlohmann::json e = nlohmann::json::parse(test::slurp(dir + "/out"));
+  EXPECT_TRUE(e["correct"].get<bool>());
+  EXPECT_TRUE(e["speedup"].contains("eager"));
+  EXPECT_EQ(e["details"]["profile"]["error_code"], "ncu_missing");
+}
+
+TEST(ProfileCli, FakeNcuEndToEndPrintsTheTable) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string dir = test::temp_dir();
+  const std::string cand = relu_candidate(dir);
+  fixture_ncu(dir);
+  const std::string cmd = "KFORGE_NCU=" + dir + "/ncu " + KFORGE_BINARY + " profile --task " + kRelu +
+                          " --device cpu --max-kernels 3 " + cand + " >" + dir + "/out 2>" + dir + "/err";
+  const int st = std::system(cmd.c_str());
+  const std::string out = test::slurp(dir + "/out");
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << test::slurp(dir + "/err") << out;
+  EXPECT_NE(out.find("ACCEPT  " + cand + "  2 kernels, 1.273 ms, profiled in"), std::string::npos) << out;
+  EXPECT_NE(out.find("| kforge::sm90_gemm<"), std::string::npos) << out;
+  // The target was kforge_worker profile with the task, the candidate and its build folder.
+  const std::string args = read_file(dir + "/args");
+  EXPECT_NE(args.find("kforge_worker profile --task " + kRelu), std::string::npos) << args;
+  EXPECT_NE(args.find("--candidate "), std::string::npos);
+  EXPECT_NE(args.find("--build-dir "), std::string::npos);
+  EXPECT_NE(args.find("--launch-count 3"), std::string::npos);
+}
+
+TEST(ProfileCli, BadOptionsAreUsageErrors) {
+  const std::string dir = test::temp_dir();
+  const std::string cand = relu_candidate(dir);
+  auto r = test::run_kforge("profile --task " + kRelu + " --max-kernels 0 " + cand);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--max-kernels"), std::string::npos) << r.err;
+  r = test::run_kforge("profile --task hgemm:64x64x64 --devices 0,1 " + cand);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  r = test::run_kforge("profile --task " + kRelu + " " + dir + "/missing.py");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("missing.py"), std::string::npos) << r.err;
+  r = test::run_kforge("profile --task hgemm:64x64x64 --warmup 101 " + cand);
+  EXPECT_EQ(r.rc, 2);
+  r = test::run_kforge("optimize --task " + kRelu + " --device cpu --profile-top 101 --llm-url http://127.0.0.1:9 "
+                       "--model m --run-dir " + dir + "/run");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--profile-top"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/run"));
+}
+
+const char* kPyFull =
+    "## Performance Analysis\nReLU is memory-bound.\n## Code Implementation\n```python\nimport torch\n"
+    "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+    "    def forward(self, x):\n        return x.clamp_min(0.0)\n```\n";
+
+// optimize profiles the best correct candidate of each iteration (the seed's too), stores the
+// profile with its verdict, and the next prompt shows its table; --no-profile does neither.
+TEST(ProfileOptimize, TheBestOfEachIterationIsProfiledAndShownUnlessNoProfile) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  for (const bool off : {false, true}) {
+    const std::string dir = test::temp_dir();
+    fixture_ncu(dir);
+    test::ScriptedLlmServer server;
+    server.push(test::ScriptedLlmServer::ok({kPyFull}));
+    const std::string cmd =
+        "KFORGE_NCU=" + dir + "/ncu " + KFORGE_BINARY + " optimize --task " + kRelu + " --llm-url " + server.url() +
+        " --model scripted --group-size 1 --iterations 1 --samples 3 --trials 1 --device cpu --run-timeout 300 "
+        "--atol 0.001 --run-dir " + dir + "/run" + (off ? " --no-profile" : "") + " >" + dir + "/out 2>" + dir + "/err";
+    const int st = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << test::slurp(dir + "/err");
+    ProgramDb db(dir + "/run/kforge-search.db");
+    const auto cands = db.candidates(db.latest_run()->id);
+    int profiled = 0;
+    std::map<int, int> per_iteration;
+    for (const CandidateRecord& c : cands)
+      if (c.verdict.is_object() && c.verdict["details"].contains("profile")) {
+        ++profiled;
+        ++per_iteration[c.iteration];
+        EXPECT_EQ(c.verdict["details"]["profile"]["kernels"].size(), 2u);
+      }
+    if (off) {
+      EXPECT_EQ(profiled, 0);
+      for (const CandidateRecord& c : cands) EXPECT_EQ(c.prompt.find("| kernel | time |"), std::string::npos);
+      continue;
+    }
+    // The seed (iteration 0) and the best of iteration 1: one each (--profile-top 1).
+    EXPECT_EQ(per_iteration, (std::map<int, int>{{0, 1}, {1, 1}})) << test::slurp(dir + "/err");
+    // Iteration 1's prompt shows the seed with its table.
+    bool shown = false;
+    for (const CandidateRecord& c : cands)
+      if (c.iteration == 1) shown |= c.prompt.find("| kernel | time |") != std::string::npos;
+    EXPECT_TRUE(shown);
+    EXPECT_NE(test::slurp(dir + "/err").find("2 kernels, 1.273 ms, profiled in"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kforge
