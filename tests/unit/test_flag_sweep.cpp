@@ -8,6 +8,7 @@
 //  - A value some option may mean (0, a huge number, a malformed or very long word) must be either
 //    that usage error or accepted: then the command ends as it does without the flag (same exit
 //    status on this machine).
+//  - A flag the command does not have (every command, flags of its own or not): that usage error.
 //  - Never: a crash (a signal), the text of a library's exception (CLI11's or nlohmann::json's
 //    wording, "filesystem error", "what():"), or kforge's "internal error ... please report it".
 //
@@ -337,6 +338,24 @@ void sweep(const std::string& cmd) {
       }
       fs::remove_all(dir);
     }
+  }
+  // A flag the command does not have, after the base: a usage error too, for every command
+  // (those without flags of their own included: before, CLI11's two lines and exit status 109).
+  {
+    const std::string dir = test::temp_dir();
+    std::vector<std::string> args = path;
+    for (const std::string& a : base(dir)) args.push_back(a);
+    args.push_back("--kforge-sweep-no-such-flag");
+    const std::vector<std::string> before = listing(dir);
+    const RunResult r = run_in(dir, args);
+    ++runs;
+    EXPECT_EQ(r.rc, 2) << "kforge " << cmd << " --kforge-sweep-no-such-flag\n" << r.err.substr(0, 2000);
+    EXPECT_EQ(test::count_lines(r.err), 1) << "kforge " << cmd << " --kforge-sweep-no-such-flag\n" << r.err.substr(0, 2000);
+    EXPECT_EQ(r.err.rfind("kforge: error: ", 0), 0u) << "kforge " << cmd << " --kforge-sweep-no-such-flag\n" << r.err;
+    EXPECT_EQ(r.out, "") << "kforge " << cmd << " --kforge-sweep-no-such-flag";
+    EXPECT_EQ(listing(dir), before) << "kforge " << cmd << " --kforge-sweep-no-such-flag";
+    for (const char* raw : kRawText) EXPECT_EQ(r.err.find(raw), std::string::npos) << "kforge " << cmd << ": " << r.err;
+    fs::remove_all(dir);
   }
   for (const std::string& k : xpass)
     std::printf("XPASS kforge %s %s: passes now; delete it from kOwnedByOptimizeWork\n", cmd.c_str(), k.c_str());
