@@ -20,6 +20,7 @@ void register_data(CLI::App& app) {
     std::vector<std::string> dbs;
     std::string out;
     PromptExportOptions prompts;
+    std::string deviation_penalty, length_penalty;  // shaped again when given (data/reward_export.hpp)
   };
   auto o = std::make_shared<Opts>();
   CLI::App* ex = data->add_subcommand("export", "Write prompts, SFT pairs or GRPO groups as JSON lines");
@@ -49,6 +50,15 @@ void register_data(CLI::App& app) {
       ->type_name("DIR");
   ex->add_option("--out", o->out, "The JSON-lines file to write (datasets.load_dataset(\"json\", data_files=FILE))")
       ->required();
+  ex->add_option("--deviation-penalty", o->deviation_penalty,
+                 "sft, groups: shape every reward again as kforge serve would, taking W x (the worst error over the "
+                 "tolerance's bound, 0 to 1) off a correct candidate's reward (with --length-penalty or alone: exactly "
+                 "the penalties given, under the run's reward kind); groups' advantages normalised again")
+      ->type_name("W");
+  ex->add_option("--length-penalty", o->length_penalty,
+                 "sft, groups: shape every reward again, taking W x (tokens beyond TOKENS) / TOKENS off a correct "
+                 "candidate's reward (see --deviation-penalty); every row has the parts in reward_parts")
+      ->type_name("W:TOKENS");
   ex->callback([o] {
     PromptExportOptions& p = o->prompts;
     const bool sets = !p.task_sets.empty() || !p.hgemm_shapes.empty();
@@ -71,10 +81,14 @@ void register_data(CLI::App& app) {
       if (!std::filesystem::exists(set, ec)) KF_USAGE_ERROR("--tasks %s: no such folder or listing", set.c_str());
       if (!std::filesystem::is_directory(set, ec)) check_input_file("--tasks", set);
     }
+    const ExportRewards rewards = parse_export_rewards(o->deviation_penalty, o->length_penalty);
+    if (rewards.reshape && o->kind == "prompts")
+      KF_USAGE_ERROR("--deviation-penalty and --length-penalty shape the rewards of --kind sft and groups (prompts "
+                     "rows carry no reward: kforge serve --deviation-penalty shapes those online)");
     check_output_file("--out", o->out);
     p.device = device;
     p.dbs = o->dbs;
-    const auto rows = o->kind == "prompts" ? export_prompt_rows(p) : export_rows(o->kind, o->dbs);
+    const auto rows = o->kind == "prompts" ? export_prompt_rows(p) : export_rows(o->kind, o->dbs, rewards);
     write_jsonl(o->out, rows);
     std::printf("kforge data export: %zu %s row(s) -> %s\n", rows.size(), o->kind.c_str(), o->out.c_str());
   });

@@ -11,6 +11,7 @@
 #include "core/shapes.hpp"
 #include "search/loop.hpp"
 #include "search/program_db.hpp"
+#include "search/sampler.hpp"
 #include "torch/tasks.hpp"
 
 namespace fs = std::filesystem;
@@ -53,7 +54,8 @@ std::string db_path(const std::string& p) {
 
 }  // namespace
 
-std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vector<std::string>& dbs) {
+std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vector<std::string>& dbs,
+                                        const ExportRewards& rewards) {
   if (kind != "prompts" && kind != "sft" && kind != "groups")
     KF_USAGE_ERROR("unknown --kind '%s' (expected prompts, sft or groups)", kind.c_str());
   if (dbs.empty()) KF_USAGE_ERROR("data export needs at least one run database (--db RUN_DIR or FILE)");
@@ -70,6 +72,7 @@ std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vect
       if (!run) continue;
       const std::string task_id = serve_task_id(run->task);
       const std::vector<CandidateRecord> cands = db.candidates(run_id);
+      const RewardConfig reward_cfg = run_reward_config(run->config);
       if (kind == "prompts") {
         nlohmann::json prompt = nullptr;
         for (int it = db.last_iteration(run_id); it >= 0 && prompt.is_null(); --it)
@@ -86,11 +89,14 @@ std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vect
         for (const CandidateRecord& c : cands) {
           const nlohmann::json prompt = messages_of(c.prompt);
           if (!c.correct || prompt.is_null() || c.policy.rfind("llm", 0) != 0) continue;
+          const nlohmann::json r = export_reward(c, reward_cfg, rewards);
           rows.push_back({{"prompt", prompt},
                           {"completion", nlohmann::json::array({{{"role", "assistant"}, {"content", answer_text(c)}}})},
                           {"task_id", task_id},
                           {"speedup", speedup_of(c)},
-                          {"reward", c.reward},
+                          {"reward", r["reward"]},
+                          {"reward_parts", r["reward_parts"]},
+                          {"profile", export_profile(c)},
                           {"candidate", c.id},
                           {"run", run_id}});
         }
@@ -102,25 +108,35 @@ std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vect
           bool complete = true;
           for (const CandidateRecord* c : members) complete &= c->advantage.has_value();
           if (!complete) continue;
-          nlohmann::json completions = nlohmann::json::array(), rewards = nlohmann::json::array(),
+          nlohmann::json completions = nlohmann::json::array(), rewards_of = nlohmann::json::array(),
                          advantages = nlohmann::json::array(), correct = nlohmann::json::array(),
-                         speedups = nlohmann::json::array();
+                         speedups = nlohmann::json::array(), parts = nlohmann::json::array(),
+                         profiles = nlohmann::json::array();
           nlohmann::json prompt = nullptr;
+          std::vector<double> inputs;  // what each enters the group's normalisation with (reshaped rewards)
           for (const CandidateRecord* c : members) {
             if (prompt.is_null()) prompt = messages_of(c->prompt);
+            const nlohmann::json r = export_reward(*c, reward_cfg, rewards);
             completions.push_back(answer_text(*c));
-            rewards.push_back(c->reward);
+            rewards_of.push_back(r["reward"]);
+            parts.push_back(r["reward_parts"]);
+            profiles.push_back(export_profile(*c));
             advantages.push_back(*c->advantage);
             correct.push_back(c->correct);
             speedups.push_back(speedup_of(*c));
+            inputs.push_back(group_input(c->correct, r["reward"].get<double>(), run_group_clip(run->config), reward_cfg));
           }
+          // Shaped again: the advantages are normalised again from the new rewards, as optimize does.
+          if (rewards.reshape) advantages = group_advantages(inputs);
           rows.push_back({{"task_id", task_id},
                           {"prompt", prompt},
                           {"completions", completions},
-                          {"rewards", rewards},
+                          {"rewards", rewards_of},
+                          {"reward_parts", parts},
                           {"advantages", advantages},
                           {"correct", correct},
                           {"speedups", speedups},
+                          {"profiles", profiles},
                           {"iteration", key.first},
                           {"group", key.second},
                           {"run", run_id}});

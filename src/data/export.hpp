@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "data/reward_export.hpp"
+
 namespace kforge {
 
 // The id kforge serve gives a search run's task: "hgemm:..." as it is; a PyTorch task file by its
@@ -23,7 +25,11 @@ std::string serve_task_id(const std::string& run_task);
 
 // Rows of `kind` ("prompts", "sft", "groups") from the program databases (kforge-search.db files,
 // or run folders holding one). A usage error for an unknown kind or a missing database.
-std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vector<std::string>& dbs);
+// Rows carry each candidate's "reward" and "reward_parts" (the stored ones, or shaped again with
+// `rewards`' penalties: data/reward_export.hpp; groups' advantages normalised again then) and its
+// profile ("profile" in sft rows, "profiles" in groups rows; null where none was taken).
+std::vector<nlohmann::json> export_rows(const std::string& kind, const std::vector<std::string>& dbs,
+                                        const ExportRewards& rewards = {});
 
 // Prompts of task sets, with or without runs (kforge data export --kind prompts --tasks SET): one
 // row per task of the sets (--tasks, as kforge serve loads them; ids as serve gives them) and per

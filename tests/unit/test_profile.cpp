@@ -504,5 +504,113 @@ TEST(ProfileOptimize, TheBestOfEachIterationIsProfiledAndShownUnlessNoProfile) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// kforge data export: profiles in the rows, and --deviation-penalty/--length-penalty shaping the
+// stored rewards again (as kforge serve shapes them), groups' advantages normalised again.
+
+std::vector<nlohmann::json> jsonl(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  for (const std::string& line : split(read_file(path), '\n'))
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+// A run of two candidates in one group: a correct one (speed-up 2, worst error half its bound,
+// profiled) and a rejected one, stored as optimize stores them (rewards without penalties).
+std::string export_run(const std::string& dir) {
+  fs::create_directories(dir + "/run");
+  ProgramDb db(dir + "/run/kforge-search.db");
+  const nlohmann::json config = {{"task", "hgemm:64x64x64"}, {"reward", "log"}, {"reward_clip_kind", 10.0},
+                                 {"modes", {"offline"}}, {"reward_clip", 10.0}};
+  const int64_t run = db.create_run("hgemm:64x64x64", config);
+  const std::string prompt = dump_json(nlohmann::json::array({{{"role", "user"}, {"content", "make it fast"}}}));
+  std::vector<CandidateRecord> cs(2);
+  for (int i = 0; i < 2; ++i) {
+    cs[i].run_id = run;
+    cs[i].iteration = 1;
+    cs[i].group = 0;
+    cs[i].sample = i;
+    cs[i].policy = "llm:scripted";
+    cs[i].prompt = prompt;
+    cs[i].source = i == 0 ? "int a = b + c ;\n" : "broken\n";  // 7 tokens, 1 token
+  }
+  const std::vector<int64_t> ids = db.add_candidates(cs);
+  Verdict good;
+  good.correct = true;
+  good.speedup["offline"].median = 2.0;
+  good.details["checks"]["worst_error_over_bound"] = 0.5;
+  apply_reward(good, RewardConfig{}, &cs[0].source);
+  db.record_verdict(ids[0], to_json(good), true, 2.0, good.reward);
+  Verdict bad;
+  bad.reject("wrong_result", "wrong");
+  db.record_verdict(ids[1], to_json(bad), false, 0, rejected_reward(RewardConfig{}));
+  db.set_advantages({{ids[0], 1.0}, {ids[1], -1.0}});
+  db.set_profile(ids[0], parse_ncu_csv(read_file(kFixture)));
+  return dir + "/run";
+}
+
+TEST(ProfileExport, RowsCarryProfilesAndTheStoredRewardParts) {
+  const std::string dir = test::temp_dir();
+  const std::string run = export_run(dir);
+  auto r = test::run_kforge("data export --kind sft --db " + run + " --out " + dir + "/sft.jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto rows = jsonl(dir + "/sft.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(rows[0]["reward"].get<double>(), std::log(2.0), 1e-12);
+  EXPECT_EQ(rows[0]["reward_parts"]["deviation_penalty"], 0.0);
+  EXPECT_EQ(rows[0]["profile"]["kernels"].size(), 2u);
+  r = test::run_kforge("data export --kind groups --db " + run + " --out " + dir + "/g.jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  rows = jsonl(dir + "/g.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["profiles"].size(), 2u);
+  EXPECT_EQ(rows[0]["profiles"][0]["kernels"].size(), 2u);
+  EXPECT_TRUE(rows[0]["profiles"][1].is_null());
+  EXPECT_EQ(rows[0]["advantages"], nlohmann::json::array({1.0, -1.0}));
+  EXPECT_EQ(rows[0]["reward_parts"].size(), 2u);
+}
+
+TEST(ProfileExport, PenaltiesShapeTheRewardsAgainAsServeDoes) {
+  const std::string dir = test::temp_dir();
+  const std::string run = export_run(dir);
+  auto r = test::run_kforge("data export --kind sft --db " + run + " --deviation-penalty 0.4 --out " + dir + "/sft.jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto rows = jsonl(dir + "/sft.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(rows[0]["reward"].get<double>(), std::log(2.0) - 0.4 * 0.5, 1e-12);
+  EXPECT_NEAR(rows[0]["reward_parts"]["deviation_penalty"].get<double>(), 0.2, 1e-12);
+  EXPECT_EQ(rows[0]["reward_parts"]["length_penalty"], 0.0);  // not given: off
+
+  // Both penalties; a budget of 3 tokens for a 7-token file: 0.1 x (7 - 3) / 3.
+  r = test::run_kforge("data export --kind groups --db " + run +
+                       " --deviation-penalty 0.4 --length-penalty 0.1:3 --out " + dir + "/g.jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  rows = jsonl(dir + "/g.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(rows[0]["rewards"][0].get<double>(), std::log(2.0) - 0.2 - 0.4 / 3, 1e-12);
+  EXPECT_EQ(rows[0]["reward_parts"][0]["tokens"], 7);
+  EXPECT_EQ(rows[0]["rewards"][1], -8.0);  // the rejection keeps the floor
+  // Normalised again: two members, the correct one above the rejection.
+  EXPECT_NEAR(rows[0]["advantages"][0].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(rows[0]["advantages"][1].get<double>(), -1.0, 1e-9);
+
+  // A penalty large enough to clamp: the floor + 1 (-7), still above the rejection.
+  r = test::run_kforge("data export --kind sft --db " + run + " --length-penalty 100:1 --out " + dir + "/c.jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(jsonl(dir + "/c.jsonl")[0]["reward"], -7.0);
+  EXPECT_EQ(jsonl(dir + "/c.jsonl")[0]["reward_parts"]["clamped"], true);
+
+  // Bad values and prompts rows (no rewards) are usage errors; nothing is written.
+  for (const char* bad : {"--deviation-penalty -1", "--length-penalty 0.1", "--length-penalty x:3"}) {
+    r = test::run_kforge("data export --kind sft --db " + run + " " + bad + " --out " + dir + "/bad.jsonl");
+    EXPECT_EQ(r.rc, 2) << bad;
+    EXPECT_EQ(test::count_lines(r.err), 1) << r.err;
+  }
+  r = test::run_kforge("data export --kind prompts --db " + run + " --deviation-penalty 0.4 --out " + dir + "/bad.jsonl");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--kind sft and groups"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/bad.jsonl"));
+}
+
 }  // namespace
 }  // namespace kforge
