@@ -27,7 +27,7 @@
 #   serve   kforge serve's throughput (scripts/serve-bench.py, ~4 min): HGEMM verdicts per GPU-hour at
 #           4096^3 and 256^3, three PyTorch tasks, the GPU busy fraction and where the time goes
 #           (compile, queue, setup, load, verify, time) into serve-bench.json/.md (SERVE_BUDGET_S,
-#           SERVE_N, SERVE_TORCH_N)
+#           default 150 s of submissions; SERVE_N, SERVE_TORCH_N, SERVE_CLIENTS)
 #   repeat  the evaluator's repeatability: five verdicts each of two honest candidates at 4096^3 (tn),
 #           mma_sync.cu (slow) and kforge_sm80.cu (near 1x), the first on a cold compile cache, with
 #           the wall time of each (also in repeat.txt); REPEAT_WARMUP_MS="0 1000" repeats it per
@@ -172,9 +172,11 @@ if has serve; then
   echo "== kforge serve: verdicts per GPU-hour, GPU busy fraction, where the time goes"
   # A cold compile cache: every candidate is compiled (each is unique anyway).
   rm -rf "$KFORGE_CACHE_DIR/compile" "$KFORGE_CACHE_DIR/service"
-  timeout "$(( ${SERVE_BUDGET_S:-200} + 60 ))" python3 scripts/serve-bench.py --kforge "$kf" --out "$out/serve-bench.json" \
+  # Submissions stop after SERVE_BUDGET_S; the candidates in flight (at most --clients per task) are
+  # still waited for, hence the time-out's margin.
+  timeout "$(( ${SERVE_BUDGET_S:-150} + 120 ))" python3 scripts/serve-bench.py --kforge "$kf" --out "$out/serve-bench.json" \
     --hgemm 4096x4096x4096,256x256x256 --torch-tasks tasks/kforge --torch-ids 01_relu,04_softmax,06_matmul \
-    --n "${SERVE_N:-40}" --torch-n "${SERVE_TORCH_N:-16}" --clients 32 --device cuda --budget-s "${SERVE_BUDGET_S:-200}" \
+    --n "${SERVE_N:-40}" --torch-n "${SERVE_TORCH_N:-16}" --clients "${SERVE_CLIENTS:-8}" --device cuda --budget-s "${SERVE_BUDGET_S:-150}" \
     >"$out/serve-bench.log" 2>&1 || echo "serve-bench exited $?"
   tail -12 "$out/serve-bench.log"
 fi

@@ -16,8 +16,10 @@ load or import; verify; time), as sums and per-verdict means.
 Candidates: HGEMM, kforge's honest corpus (tests/corpus/hgemm/honest, the ones that need no extra
 include folder), each made unique by a comment so that every one is compiled and judged; PyTorch,
 each task's own code as ModelNew (correct by construction, about 1x), likewise made unique.
---budget-s bounds the whole run's submissions (each task gets a share; a task whose share is spent
-submits nothing more, and its figures count what was answered). Uses kforge_client. Also writes
+--budget-s bounds the whole run's submissions (each task gets a share of what is left; a task whose
+share is spent submits nothing more, and its figures count what was answered: the candidates in
+flight, at most --clients, are still waited for). Each task's figures are written as soon as they
+exist; SIGTERM (a time-out) stops the server and keeps them. Uses kforge_client. Also writes
 OUT with .md instead of .json: the table.
 """
 import argparse
@@ -26,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -40,6 +43,7 @@ from kforge_client import Client  # noqa: E402
 
 HGEMM_HONEST = ["tiled_smem.cu", "mma_sync.cu", "wmma_f32acc.cu", "multi_launch.cu", "splitk_host.cu"]
 PHASES = ("setup", "load", "verify", "time")
+SERVER = []  # the kforge serve process, for the SIGTERM handler
 
 
 def torch_seed(task_file: str) -> str:
@@ -145,7 +149,23 @@ def table(report):
     return "\n".join(lines) + "\n"
 
 
+def write_report(report, out):
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1)
+    with open(os.path.splitext(out)[0] + ".md", "w") as f:
+        f.write(table(report))
+
+
 def main():
+    # A time-out's SIGTERM ends the run like Ctrl-C: the server is stopped at once (the requests in
+    # flight fail) and what was measured is written.
+    def on_term(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # `timeout` signals the process and then its group
+        if SERVER:
+            SERVER[0].terminate()
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, on_term)
     ap = argparse.ArgumentParser()
     ap.add_argument("--kforge", default=os.path.join(ROOT, "build", "kforge"))
     ap.add_argument("--out", default="serve-bench.json")
@@ -176,6 +196,7 @@ def main():
     log = open(os.path.join(work, "serve.log"), "w")
     t_start = time.time()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    SERVER.append(proc)
     for _ in range(1200):
         if os.path.exists(port_file) or proc.poll() is not None:
             break
@@ -210,8 +231,11 @@ def main():
                     return None
                 return c.score([task], [x])[0]
 
-            with cf.ThreadPoolExecutor(args.clients) as pool:
+            pool = cf.ThreadPoolExecutor(args.clients)
+            try:
                 results = [r for r in pool.map(one, comps) if r is not None]
+            finally:
+                pool.shutdown(wait=False, cancel_futures=True)
             wall = time.time() - t0
             after = busy_seconds(metrics(url))
             delta = [a - b for a, b in zip(after, before)]
@@ -219,6 +243,10 @@ def main():
             rep["not_submitted"] = skipped[0]
             report["tasks"][task] = rep
             print(task, json.dumps(rep, indent=1), flush=True)
+            write_report(report, args.out)  # each task's figures as soon as they exist
+    except KeyboardInterrupt:
+        report["interrupted"] = True
+        print("serve-bench: stopped (SIGTERM or Ctrl-C); the tasks measured so far are written", flush=True)
     finally:
         sampler.stop()
         proc.terminate()
@@ -228,11 +256,7 @@ def main():
             proc.kill()
         report["serve_log_tail"] = open(os.path.join(work, "serve.log")).read()[-4000:]
         report["total_s"] = time.time() - t_start
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=1)
-        md = os.path.splitext(args.out)[0] + ".md"
-        with open(md, "w") as f:
-            f.write(table(report))
+        write_report(report, args.out)
         print(table(report))
     return 0
 
