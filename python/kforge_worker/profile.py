@@ -62,10 +62,10 @@ def main(argv):
             for _ in range(max(0, a.warmup)):
                 model(*inputs)
             torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStart()
+            torch.cuda.profiler.start()  # cudaProfilerStart: ncu --profile-from-start off profiles from here
             model(*inputs)
             torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
+            torch.cuda.profiler.stop()
         result = {"ok": True}
     except BaseException as e:  # noqa: B036 - whatever the candidate does, report it
         result = {"ok": False, "error": ("%s: %s" % (type(e).__name__, e))[:1000]}

@@ -412,8 +412,8 @@ nlohmann::json run_ncu_profile(const std::vector<std::string>& target, const std
     std::vector<std::string> drop;
     bool metric_error = false;
     for (const std::string& l : split(output, '\n')) {
-      const std::string ll = lower(l);
-      if (ll.find("error") == std::string::npos || ll.find("metric") == std::string::npos) continue;
+      // ncu's own error lines only ("==ERROR== Failed to find metric ..."), not a kernel's name.
+      if (l.find("==ERROR==") == std::string::npos || lower(l).find("metric") == std::string::npos) continue;
       metric_error = true;
       for (const std::string& m : metrics)
         if (l.find(m) != std::string::npos || l.find(m.substr(0, m.find('.'))) != std::string::npos) drop.push_back(m);
@@ -438,6 +438,11 @@ nlohmann::json run_ncu_profile(const std::vector<std::string>& target, const std
       std::string what = target_result.value("error", std::string());
       if (what.empty()) what = line_with(output, "error");
       if (what.empty()) what = "ncu " + r.describe();
+      if (what.size() > 300) what = what.substr(0, 297) + "...";
+      // No result at all: the profiled process died before it could write one.
+      if (!target_result.contains("ok"))
+        what += " (the profiled process wrote no result: it died or was killed; where the candidate sandbox "
+                "refuses a call ncu makes in it, KFORGE_PROFILE_SANDBOX=0 profiles without the sandbox)";
       return failure(profile_error::kNcuFailed, "the profiled run failed: " + what, t0);
     }
     return failure(profile_error::kNoKernels, "ncu profiled no kernel in the call (" + r.describe() + ")", t0);

@@ -46,6 +46,9 @@ struct ProfileOptions {
                              // ($KFORGE_PROFILE_SANDBOX=0 turns it off, to measure what it changes)
 };
 
+// $KFORGE_PROFILE_KEEP=DIR keeps a copy of every raw ncu output (ncu-<pid>-<n>.csv, and .txt with
+// the command line and ncu's own output), to check the parser against what the installed ncu prints.
+
 // Stable error codes of a profile that could not be taken.
 namespace profile_error {
 inline constexpr const char* kNcuMissing = "ncu_missing";

@@ -227,6 +227,12 @@ TEST(ProfileRun, RefusedCountersTimeoutsAndFailedTargetsAreErrors) {
   EXPECT_EQ(p["error_code"], profile_error::kNcuFailed) << p.dump();
   EXPECT_NE(p["error"].get<std::string>().find("dlopen failed: nope"), std::string::npos);
 
+  // A target that died without a result (killed by the sandbox's filter, say): the error says how to tell.
+  o.ncu = fake_ncu(dir, "echo '==ERROR== The application returned an error code (11).'\nexit 11");
+  p = run_ncu_profile({"/bin/true"}, {}, o);
+  EXPECT_EQ(p["error_code"], profile_error::kNcuFailed) << p.dump();
+  EXPECT_NE(p["error"].get<std::string>().find("KFORGE_PROFILE_SANDBOX=0"), std::string::npos) << p.dump();
+
   o.ncu = fake_ncu(dir, "echo '==WARNING== No kernels were profiled.'\necho '{\"ok\": true}' > \"$RESULT\"\nexit 0");
   p = run_ncu_profile({"/bin/true"}, {}, o);
   EXPECT_EQ(p["error_code"], profile_error::kNoKernels) << p.dump();
