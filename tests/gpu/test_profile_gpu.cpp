@@ -150,8 +150,8 @@ TEST_F(ProfileGpuTest, ProfileOfKforgesOwnHgemmKernelStoredAndShown) {
   const nlohmann::json& p = v["details"]["profile"];
   record_cost("hgemm kforge_sm80 4096^3", p, wall);
   skip_or_fail_without_ncu(p);
-  ASSERT_EQ(rc, 0) << err;
   ASSERT_FALSE(p.contains("error")) << p.dump();
+  ASSERT_EQ(rc, 0) << err;
   EXPECT_GE(p["kernels"].size(), 1u);
   EXPECT_LE(p["kernels"].size(), 16u);
   expect_plausible(longest(p), true);
@@ -184,8 +184,8 @@ TEST_F(ProfileGpuTest, ProfileOfAPyTorchCandidateStoredAndShown) {
   const nlohmann::json& p = v["details"]["profile"];
   record_cost("torch 01_relu solution", p, wall);
   skip_or_fail_without_ncu(p);
-  ASSERT_EQ(rc, 0) << err;
   ASSERT_FALSE(p.contains("error")) << p.dump();
+  ASSERT_EQ(rc, 0) << err;
   // The candidate's own kernel is among those profiled, and it is memory-bound.
   bool relu = false;
   for (const auto& k : p["kernels"])
