@@ -310,8 +310,8 @@ if has profile; then
   export KFORGE_NCU=$ncu_bin KFORGE_PROFILE_OUT=$pdir KFORGE_PROFILE_KEEP=$pdir/raw
   timeout 300 ctest --test-dir "$build" --output-on-failure -R ProfileGpuTest 2>&1 | tee "$pdir/ctest-profile.log" | tail -40 || true
   # The cost from the command line, the compile cache warm: wall time of `kforge profile` (verify,
-  # then profile) and the profile's own seconds (profile-cost-cli.txt).
-  for spec in "kforge_sm80 4096x4096x4096" "mma_sync 256x256x256"; do
+  # then profile) and the profile's own seconds (profile-cost-cli.txt). PROFILE_CLI=0 leaves it out.
+  [ "${PROFILE_CLI:-1}" = 1 ] && for spec in "kforge_sm80 4096x4096x4096" "mma_sync 256x256x256"; do
     set -- $spec
     t0=$(date +%s%N)
     timeout 120 $kf profile --task "hgemm:$2" --include-dir "$PWD" --out "$pdir/cli-$1-$2.json" \
@@ -319,11 +319,11 @@ if has profile; then
     echo "$1 $2 command_wall_ms $(( ($(date +%s%N) - t0) / 1000000 )) $(grep -m1 -E '^(ACCEPT|REJECT)' "$pdir/cli-$1-$2.txt")" | tee -a "$pdir/profile-cost-cli.txt"
   done
   # The candidate sandbox under ncu: the same profile with it off (does the seccomp filter cost or break anything?).
-  KFORGE_PROFILE_SANDBOX=0 timeout 120 $kf profile --task hgemm:4096x4096x4096 --include-dir "$PWD" \
+  [ "${PROFILE_CLI:-1}" = 1 ] && KFORGE_PROFILE_SANDBOX=0 timeout 120 $kf profile --task hgemm:4096x4096x4096 --include-dir "$PWD" \
     --out "$pdir/cli-nosandbox.json" tests/corpus/hgemm/honest/kforge_sm80.cu >"$pdir/cli-nosandbox.txt" 2>&1 || true
   echo "sandbox off: $(grep -m1 -E '^(ACCEPT|REJECT)' "$pdir/cli-nosandbox.txt")" | tee -a "$pdir/profile-cost-cli.txt"
   t0=$(date +%s%N)
-  timeout 150 $kf profile --task tasks/kforge/01_relu.py --out "$pdir/cli-torch-relu.json" \
+  [ "${PROFILE_CLI:-1}" = 1 ] && timeout 150 $kf profile --task tasks/kforge/01_relu.py --out "$pdir/cli-torch-relu.json" \
     tasks/kforge/solutions/01_relu.py >"$pdir/cli-torch-relu.txt" 2>&1 || true
   echo "torch 01_relu command_wall_ms $(( ($(date +%s%N) - t0) / 1000000 )) $(grep -m1 -E '^(ACCEPT|REJECT)' "$pdir/cli-torch-relu.txt")" | tee -a "$pdir/profile-cost-cli.txt"
   [ -f "$pdir/profile-cost.json" ] && cat "$pdir/profile-cost.json"
