@@ -22,10 +22,10 @@ for spec in "$@"; do
   t0=$(date +%s)
   echo "== $stage (limit ${secs} s)"
   case $stage in
-    pt-*) timeout -k 10 "$secs" scripts/gpu-check-pytorch.sh "${stage#pt-}" >"$out/$stage.log" 2>&1 ;;
-    table) timeout -k 10 "$secs" python3 scripts/judge-table.py --kforge build-gpu/kforge --top "${TABLE_TOP:-8}" \
+    pt-*) timeout -k 2 "$secs" scripts/gpu-check-pytorch.sh "${stage#pt-}" >"$out/$stage.log" 2>&1 ;;
+    table) timeout -k 2 "$secs" python3 scripts/judge-table.py --kforge build-gpu/kforge --top "${TABLE_TOP:-8}" \
              --out "$out/table" >"$out/$stage.log" 2>&1 ;;
-    *) timeout -k 10 "$secs" scripts/gpu-check.sh "$stage" >"$out/$stage.log" 2>&1 ;;
+    *) timeout -k 2 "$secs" scripts/gpu-check.sh "$stage" >"$out/$stage.log" 2>&1 ;;
   esac
   rc=$?
   echo "   rc $rc after $(( $(date +%s) - t0 )) s$([ $rc = 124 ] && echo ' (ran out of time)')"
