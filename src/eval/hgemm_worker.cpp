@@ -591,6 +591,16 @@ class Judge {
     Executor& other = &e == cand_.get() ? *w_.baseline : *cand_;
     other.stop();
     e.resume();
+    // No persisting-L2 state of the other side's (or an earlier process's) into these calls: the
+    // executor resets it on a request of its own, outside the timed round trip.
+    if (req.value("op", "") == "run") {
+      try {
+        e.request({{"op", "reset_l2"}}, 10.0);
+      } catch (const ExecFailure& f) {
+        if (&e == cand_.get()) throw;
+        throw Fatal{reason::kInternalError, "the baseline executor failed (" + f.code + "): " + f.why};
+      }
+    }
     double seen = 0;
     if (!gpu_idle(&seen))
       throw ExecFailure{reason::kGpuNotIdle, strf("the GPU was busy before a batch (a %.0f us probe took %.0f us): "
