@@ -6,7 +6,7 @@
   python3 kforge_worker build CANDIDATE --build-dir DIR    import the candidate once (compiles its extension)
   python3 kforge_worker probe            {"python", "torch", "cuda", "device"} as JSON
   python3 kforge_worker profile --task T --candidate C --build-dir DIR --result FILE
-                                         one call for Nsight Compute (profile.py; kforge runs it under ncu)
+                                         one call for Nsight Compute (ncu_target.py; kforge runs it under ncu)
 
 The protocol (serve): one request per line, e.g.
   {"id": 1, "op": "torch", "task": "t.py", "candidate": "c.py", "name": "c.py", "device": "cuda",
@@ -209,8 +209,8 @@ def main(argv):
     if cmd == "probe":
         return probe()
     if cmd == "profile":
-        from kforge_worker import profile
-        return profile.main(argv[1:])
+        from kforge_worker import ncu_target
+        return ncu_target.main(argv[1:])
     if cmd == "exec":
         from kforge_worker import executor
         return executor.main(argv[1:])

@@ -8,7 +8,7 @@
 //            times, then once between cudaProfilerStart/Stop.
 //   PyTorch  ncu ... python3 kforge_worker profile --task T --candidate C --build-dir D: the
 //            candidate's ModelNew on the task's inputs, warmed up, then one forward between
-//            cudaProfilerStart/Stop (python/kforge_worker/profile.py).
+//            cudaProfilerStart/Stop (python/kforge_worker/ncu_target.py).
 //
 // ncu runs with --clock-control none (the GPU's own clocks, as the judge times it),
 // --profile-from-start off (only the call between start and stop), at most max_kernels launches,

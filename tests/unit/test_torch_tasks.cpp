@@ -464,6 +464,26 @@ TEST(TorchScan, OwnSolutionsAreClean) {
   }
 }
 
+// The worker runs as `python3 python/kforge_worker ...`, which puts its own folder first on
+// sys.path: a module of it named like a standard-library one shadows that module for every
+// candidate and for torch (a `profile.py` there broke torch.compile's `import profile`).
+TEST(TorchWorker, NoModuleShadowsTheStandardLibrary) {
+  if (!have_python()) GTEST_SKIP() << "SKIPPED: no python3";
+  const ProcessResult r = run_process(
+      {find_python(), "-c",
+       "import os, sys\n"
+       "d = sys.argv[1]\n"
+       "names = {f[:-3] for f in os.listdir(d) if f.endswith('.py')} | {f for f in os.listdir(d) if os.path.isdir(os.path.join(d, f, '')) and not f.startswith('__')}\n"
+       "std = getattr(sys, 'stdlib_module_names', None)\n"
+       "if std is None: print('SKIP'); sys.exit(0)\n"
+       "bad = sorted(n for n in names if n in std)\n"
+       "print(' '.join(bad) or 'OK')\n"
+       "sys.exit(1 if bad else 0)\n",
+       kSource + "/python/kforge_worker"});
+  if (trim(r.out) == "SKIP") GTEST_SKIP() << "SKIPPED: python3 older than 3.10 (no sys.stdlib_module_names)";
+  EXPECT_TRUE(r.ok()) << "kforge_worker modules named like standard-library modules: " << r.out << r.err;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The real worker on the CPU (only where torch is installed)
 
