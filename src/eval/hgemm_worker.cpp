@@ -835,9 +835,7 @@ class Judge {
       // much that varies is the judge's own per-call jitter.
       for (size_t j = 0; j < n; ++j) base_gaps_.push_back(judged[j] - events[j]);
       gap_median_ = median(base_gaps_);
-      std::vector<double> dev;
-      for (double g : base_gaps_) dev.push_back(std::fabs(g - gap_median_));
-      gap_jitter_ = std::max(1.4826 * median(dev), 3.0);
+      gap_jitter_ = std::max(robust_sd(base_gaps_), 3.0);
       return median(events);
     }
     // The candidate's calls: their events' median, bounded below by the judge's own clock (its
@@ -933,12 +931,7 @@ class Judge {
       return true;
     };
     // The median ratio's standard error, from the rounds' median absolute deviation.
-    const auto median_se = [&] {
-      const double m = median(ratios);
-      std::vector<double> dev;
-      for (double r : ratios) dev.push_back(std::fabs(r - m));
-      return 1.2533 * 1.4826 * median(dev) / std::sqrt(double(ratios.size())) / m;
-    };
+    const auto median_se = [&] { return 1.2533 * robust_sd(ratios) / std::sqrt(double(ratios.size())) / median(ratios); };
     for (int attempt = 0; attempt < 3 && !settled; ++attempt) {
       cs.clear(), bs.clear(), ratios.clear();
       for (int i = 0; i < r_.samples; ++i)

@@ -26,6 +26,14 @@ double percentile(std::vector<double> xs, double p) {
 
 double median(std::vector<double> xs) { return percentile(std::move(xs), 0.5); }
 
+double robust_sd(const std::vector<double>& xs) {
+  const double m = median(xs);
+  std::vector<double> dev;
+  dev.reserve(xs.size());
+  for (double x : xs) dev.push_back(std::fabs(x - m));
+  return 1.4826 * median(std::move(dev));
+}
+
 Summary summarize(std::vector<double> xs) {
   KF_CHECK(!xs.empty(), "summary of an empty sample");
   std::sort(xs.begin(), xs.end());

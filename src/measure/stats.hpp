@@ -14,6 +14,9 @@ struct Summary {
 // Throws an internal error on an empty sample.
 Summary summarize(std::vector<double> xs);
 double median(std::vector<double> xs);
+// A robust standard deviation: 1.4826 x the median absolute deviation from the median (the
+// standard deviation for normal data, untouched by a few outliers). Throws on an empty sample.
+double robust_sd(const std::vector<double>& xs);
 // p in [0, 1], linear interpolation between order statistics.
 double percentile(std::vector<double> xs, double p);
 // Geometric mean of positive values; NaN on an empty input.

@@ -9,6 +9,13 @@
 namespace kforge {
 namespace {
 
+TEST(Stats, RobustSdIsScaledMadAndIgnoresAnOutlier) {
+  // median 3, absolute deviations {2, 1, 0, 1, 97}: MAD 1
+  EXPECT_DOUBLE_EQ(robust_sd({1, 2, 3, 4, 100}), 1.4826);
+  EXPECT_DOUBLE_EQ(robust_sd({7, 7, 7}), 0.0);
+  EXPECT_THROW(robust_sd({}), Error);
+}
+
 TEST(Stats, MedianAndPercentiles) {
   EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
   EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
