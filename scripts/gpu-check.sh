@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [gaps] [pdl] [repeat] [serve] [tune] [ours] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [gaps] [pdl] [repeat] [serve] [serve-trl] [tune] [ours] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
 #   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv)
@@ -24,10 +24,17 @@
 #           wall times and the device of each verdict (run it on nvidia-h200-x2 to see two)
 #   judge   the judge/executor split: a few verdicts in full (JSON), then the evaluator's GPU tests
 #           (the red-team corpus, crash and hang, two slots, the eval command)
-#   serve   kforge serve's throughput (scripts/serve-bench.py, ~4 min): HGEMM verdicts per GPU-hour at
-#           4096^3 and 256^3, three PyTorch tasks, the GPU busy fraction and where the time goes
-#           (compile, queue, setup, load, verify, time) into serve-bench.json/.md (SERVE_BUDGET_S,
-#           default 150 s of submissions; SERVE_N, SERVE_TORCH_N, SERVE_CLIENTS)
+#   serve   kforge serve's throughput (scripts/serve-bench.py, ~65 s): HGEMM verdicts per GPU-hour at
+#           4096^3 and 256^3 and a PyTorch task (observed, and the capacity: 3600 / the slot's judging
+#           seconds per verdict), the GPU busy fraction and where the time goes (compile, queue,
+#           setup, load, verify, time) into serve-bench.json/.md (SERVE_BUDGET_S, default 60 s for the
+#           three tasks; SERVE_N, SERVE_TORCH_N, SERVE_CLIENTS (10), SERVE_TORCH_CLIENTS (4),
+#           SERVE_TORCH_IDS (01_relu; e.g. 01_relu,04_softmax))
+#   serve-trl TRL's GRPOTrainer on the GPU against a kforge serve --device cuda it starts
+#           (examples/rl/trl_grpo.py --device cuda --hgemm 256x256x256: tasks/kforge's 01_relu and an
+#           HGEMM problem, ~60 s); trl, datasets, dill and multiprocess come from .gpu-wheels/ (made
+#           by scripts/gpu-wheels.sh; carry it) into $build/trl-site; TRL_STEPS (default 3),
+#           TRL_HGEMM (default 256x256x256; empty: the PyTorch task only), TRL_TIMEOUT (default 90)
 #   repeat  the evaluator's repeatability: five verdicts each of two honest candidates at 4096^3 (tn),
 #           mma_sync.cu (slow) and kforge_sm80.cu (near 1x), the first on a cold compile cache, with
 #           the wall time of each (also in repeat.txt); REPEAT_WARMUP_MS="0 1000" repeats it per
@@ -172,13 +179,39 @@ if has serve; then
   echo "== kforge serve: verdicts per GPU-hour, GPU busy fraction, where the time goes"
   # A cold compile cache: every candidate is compiled (each is unique anyway).
   rm -rf "$KFORGE_CACHE_DIR/compile" "$KFORGE_CACHE_DIR/service"
-  # Submissions stop after SERVE_BUDGET_S; the candidates in flight (at most --clients per task) are
-  # still waited for, hence the time-out's margin.
-  timeout "$(( ${SERVE_BUDGET_S:-150} + 120 ))" python3 scripts/serve-bench.py --kforge "$kf" --out "$out/serve-bench.json" \
-    --hgemm 4096x4096x4096,256x256x256 --torch-tasks tasks/kforge --torch-ids 01_relu,04_softmax,06_matmul \
-    --n "${SERVE_N:-40}" --torch-n "${SERVE_TORCH_N:-16}" --clients "${SERVE_CLIENTS:-8}" --device cuda --budget-s "${SERVE_BUDGET_S:-150}" \
+  # Each task gets an equal share of SERVE_BUDGET_S and stops submitting when the candidates in
+  # flight would outlast it; the margin covers the server's start and stop and a slow last batch.
+  # 10 clients keep a batch of 8 judging while the next candidates compile (one per core).
+  timeout "$(( ${SERVE_BUDGET_S:-60} + 40 ))" python3 scripts/serve-bench.py --kforge "$kf" --out "$out/serve-bench.json" \
+    --hgemm 4096x4096x4096,256x256x256 --torch-tasks tasks/kforge --torch-ids "${SERVE_TORCH_IDS:-01_relu}" \
+    --n "${SERVE_N:-200}" --torch-n "${SERVE_TORCH_N:-40}" --clients "${SERVE_CLIENTS:-10}" \
+    --torch-clients "${SERVE_TORCH_CLIENTS:-4}" --device cuda --budget-s "${SERVE_BUDGET_S:-60}" \
     >"$out/serve-bench.log" 2>&1 || echo "serve-bench exited $?"
-  tail -12 "$out/serve-bench.log"
+  # The table (also $OUT/serve-bench.md, ready to paste into docs/serve.md).
+  [ -f "$out/serve-bench.md" ] && cat "$out/serve-bench.md" || tail -12 "$out/serve-bench.log"
+fi
+if has serve-trl; then
+  echo "== TRL's GRPOTrainer against kforge serve on the GPU (examples/rl/trl_grpo.py --device cuda)"
+  # The GPU machine has torch, transformers, accelerate, numpy, pandas and pyarrow, not trl or
+  # datasets: those four pure-Python wheels travel in .gpu-wheels/ and go into a folder of their own.
+  trl_env=()
+  if ! python3 -c "import trl, datasets" >/dev/null 2>&1; then
+    if compgen -G ".gpu-wheels/*.whl" >/dev/null; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$build/trl-site" \
+        .gpu-wheels/*.whl >"$out/serve-trl-pip.log" 2>&1 || { echo "serve-trl: pip failed"; tail -5 "$out/serve-trl-pip.log"; }
+      trl_env=(env PYTHONPATH="$PWD/$build/trl-site${PYTHONPATH:+:$PYTHONPATH}")
+    else
+      echo "serve-trl: trl is not installed and .gpu-wheels/ is missing (scripts/gpu-wheels.sh, then carry .gpu-wheels)"
+    fi
+  fi
+  "${trl_env[@]}" python3 -c "import torch, trl, transformers, datasets, accelerate; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'trl', trl.__version__, 'transformers', transformers.__version__, 'datasets', datasets.__version__, 'accelerate', accelerate.__version__)" 2>&1 | tail -1
+  trl_hgemm=(); [ -n "${TRL_HGEMM-256x256x256}" ] && trl_hgemm=(--hgemm "${TRL_HGEMM-256x256x256}")
+  t0=$(date +%s)
+  rc=0
+  PYTHONUNBUFFERED=1 "${trl_env[@]}" timeout "${TRL_TIMEOUT:-90}" python3 examples/rl/trl_grpo.py --device cuda --kforge "$kf" \
+    --steps "${TRL_STEPS:-3}" "${trl_hgemm[@]}" >"$out/serve-trl.log" 2>&1 || rc=$?
+  grep -E "kforge rewards per step|rewards by task|server verdicts|^OK|FAIL|Error|error:" "$out/serve-trl.log" | tail -8 || true
+  echo "serve-trl: exit $rc after $(( $(date +%s) - t0 )) s$([ $rc = 124 ] && echo ' (TRL_TIMEOUT ran out)')"
 fi
 if has threads; then
   echo "== the exported C API from eight host threads (every call checked), and its host cost"

@@ -16,9 +16,12 @@ load or import; verify; time), as sums and per-verdict means.
 Candidates: HGEMM, kforge's honest corpus (tests/corpus/hgemm/honest, the ones that need no extra
 include folder), each made unique by a comment so that every one is compiled and judged; PyTorch,
 each task's own code as ModelNew (correct by construction, about 1x), likewise made unique.
---budget-s bounds the whole run's submissions (each task gets a share of what is left; a task whose
-share is spent submits nothing more, and its figures count what was answered: the candidates in
-flight, at most --clients, are still waited for). Each task's figures are written as soon as they
+--budget-s bounds the whole run (each task gets an equal share of what is left; a task stops
+submitting once the candidates in flight, at most --clients, would take the rest of its share to
+judge at the rate seen so far, and its figures count what was answered, those in flight included).
+Two throughputs per task: the observed one (verdicts over the task's wall time, its ramp-up
+included: the first compile, the judge's start) and the capacity (3600 over the slots' judging
+seconds per verdict: what a slot gives when its queue never runs dry). Each task's figures are written as soon as they
 exist; SIGTERM (a time-out) stops the server and keeps them. Uses kforge_client. Also writes
 OUT with .md instead of .json: the table.
 """
@@ -62,6 +65,16 @@ def candidates_for(task_id: str, n: int, torch_dir: str):
         for i in range(n):
             out.append(f"```python\n# serve-bench {task_id} {i}\n{src}\n```\n")
     return out
+
+
+def device_name() -> str:
+    if not shutil.which("nvidia-smi"):
+        return "cpu"
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=30).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "?"
 
 
 def metrics(url: str) -> str:
@@ -110,6 +123,7 @@ class GpuSampler:
 
 
 def summarize(results, wall, slots, busy_delta, gpu_util):
+    busy = sum(busy_delta)
     timings = {}
     for key in ("prepare_s", "queue_s", "judge_s", "total_s", "compile_s", "build_s", "load_s"):
         vals = [r["timings"][key] for r in results if key in r.get("timings", {})]
@@ -120,6 +134,10 @@ def summarize(results, wall, slots, busy_delta, gpu_util):
         vals = [r["timings"]["phases_s"].get(p, 0.0) for r in results if isinstance(r.get("timings", {}).get("phases_s"), dict)]
         if vals:
             phases[p] = {"mean": statistics.mean(vals), "sum": sum(vals)}
+    # Judging time the four phases do not cover (the verdict's own checks, the channel, the
+    # service's bookkeeping): judge_s less the phases, per verdict.
+    if "judge_s" in timings and phases:
+        timings["judge_other_s"] = {"mean": timings["judge_s"]["mean"] - sum(v["mean"] for v in phases.values())}
     reasons = {}
     for r in results:
         k = r["reasons"][0] if r["reasons"] else "accepted"
@@ -128,6 +146,8 @@ def summarize(results, wall, slots, busy_delta, gpu_util):
     return {"verdicts": len(results), "accepted": sum(bool(r["correct"]) for r in results), "wall_s": wall,
             "verdicts_per_hour": vph, "slots": slots, "verdicts_per_gpu_hour": vph / max(1, slots),
             "slot_busy_fraction": [b / wall for b in busy_delta] if wall > 0 else [],
+            "slot_seconds_per_verdict": busy / len(results) if results else None,
+            "capacity_verdicts_per_gpu_hour": 3600 * len(results) / busy if results and busy > 0 else None,
             "gpu_utilization_mean": gpu_util[0], "gpu_utilization_samples": gpu_util[1],
             "timings": timings, "judge_phases_s": phases, "reasons": reasons,
             "speedup_median": statistics.median([max((s["median"] for s in r["speedup"].values()), default=0)
@@ -135,17 +155,21 @@ def summarize(results, wall, slots, busy_delta, gpu_util):
 
 
 def table(report):
-    lines = ["| task | verdicts | accepted | wall s | verdicts/GPU-hour | slot busy | GPU util | prepare (compile) s/verdict | "
-             "queue s | judge s | setup | load | verify | time | reasons |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"kforge serve on {report.get('device_name', '?')}, {report.get('cpu_cores', '?')} CPU cores (compile jobs), "
+             f"{report['slots']} slot(s), {report.get('clients', '?')} clients; seconds per verdict are means", "",
+             "| task | verdicts | accepted | wall s | verdicts/GPU-hour (observed) | capacity /GPU-hour | slot busy | GPU util | "
+             "prepare (compile) s | queue s | judge s | setup | load | verify | time | other | reasons |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for task, r in report["tasks"].items():
         t, ph = r["timings"], r["judge_phases_s"]
         f = lambda d, k: f"{d[k]['mean']:.2f}" if k in d else "-"  # noqa: E731
         busy = ",".join(f"{b:.0%}" for b in r["slot_busy_fraction"]) or "-"
         util = f"{r['gpu_utilization_mean']:.0%}" if r["gpu_utilization_mean"] is not None else "-"
+        cap = f"{r['capacity_verdicts_per_gpu_hour']:.0f}" if r.get("capacity_verdicts_per_gpu_hour") else "-"
         lines.append(f"| {task} | {r['verdicts']} | {r['accepted']} | {r['wall_s']:.1f} | {r['verdicts_per_gpu_hour']:.0f} | "
-                     f"{busy} | {util} | {f(t, 'prepare_s')} | {f(t, 'queue_s')} | {f(t, 'judge_s')} | {f(ph, 'setup')} | "
-                     f"{f(ph, 'load')} | {f(ph, 'verify')} | {f(ph, 'time')} | {json.dumps(r['reasons'])} |")
+                     f"{cap} | {busy} | {util} | {f(t, 'prepare_s')} | {f(t, 'queue_s')} | {f(t, 'judge_s')} | {f(ph, 'setup')} | "
+                     f"{f(ph, 'load')} | {f(ph, 'verify')} | {f(ph, 'time')} | {f(t, 'judge_other_s')} | "
+                     f"{json.dumps(r['reasons'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -175,6 +199,7 @@ def main():
     ap.add_argument("--n", type=int, default=24, help="candidates per HGEMM task")
     ap.add_argument("--torch-n", type=int, default=0, help="candidates per PyTorch task (default: --n)")
     ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--torch-clients", type=int, default=0, help="clients for PyTorch tasks (default: --clients)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--devices", default="")
     ap.add_argument("--samples", default="0")
@@ -211,10 +236,14 @@ def main():
     tasks = [f"hgemm:{s}" for s in args.hgemm.split(",") if s] + \
             ([t for t in args.torch_ids.split(",") if t] if args.torch_tasks else [])
     sampler = GpuSampler()
-    report = {"command": cmd, "startup_s": time.time() - t_start, "slots": slots, "tasks": {}}
+    report = {"command": cmd, "startup_s": time.time() - t_start, "slots": slots, "tasks": {},
+              "cpu_cores": os.cpu_count(), "clients": args.clients, "torch_clients": args.torch_clients or args.clients,
+              "device_name": device_name()}
     try:
         for ti, task in enumerate(tasks):
-            n = args.n if task.startswith("hgemm:") or not args.torch_n else args.torch_n
+            hg = task.startswith("hgemm:")
+            n = args.n if hg or not args.torch_n else args.torch_n
+            clients = args.clients if hg or not args.torch_clients else args.torch_clients
             comps = candidates_for(task, n, torch_dir)
             # This task's share of what is left of the budget.
             deadline = None
@@ -224,14 +253,21 @@ def main():
             before = busy_seconds(metrics(url))
             t0 = time.time()
             skipped = [0]
+            judged = []  # judge_s of this task's answers so far
 
             def one(x):
-                if deadline is not None and time.time() > deadline:
-                    skipped[0] += 1
-                    return None
-                return c.score([task], [x])[0]
+                # Stop once what is in flight (at most `clients`) would take the rest of the share.
+                if deadline is not None:
+                    per = statistics.mean(judged) if judged else 0.0
+                    if time.time() + clients * per / max(1, slots) > deadline:
+                        skipped[0] += 1
+                        return None
+                r = c.score([task], [x])[0]
+                if "judge_s" in r.get("timings", {}):
+                    judged.append(r["timings"]["judge_s"])
+                return r
 
-            pool = cf.ThreadPoolExecutor(args.clients)
+            pool = cf.ThreadPoolExecutor(clients)
             try:
                 results = [r for r in pool.map(one, comps) if r is not None]
             finally:
@@ -241,6 +277,7 @@ def main():
             delta = [a - b for a, b in zip(after, before)]
             rep = summarize(results, wall, slots, delta, sampler.mean_between(t0, t0 + wall))
             rep["not_submitted"] = skipped[0]
+            rep["clients"] = clients
             report["tasks"][task] = rep
             print(task, json.dumps(rep, indent=1), flush=True)
             write_report(report, args.out)  # each task's figures as soon as they exist
