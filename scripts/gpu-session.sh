@@ -31,5 +31,6 @@ for spec in "$@"; do
   echo "   rc $rc after $(( $(date +%s) - t0 )) s$([ $rc = 124 ] && echo ' (ran out of time)')"
   tail -n "${TAIL_LINES:-6}" "$out/$stage.log" | cut -c1-300
 done
-cd "$out" && tar czf session.tgz --exclude=session.tgz . && find . -mindepth 1 ! -name session.tgz -delete
+sleep 1
+cd "$out" && { tar czf session.tgz --exclude=session.tgz --warning=no-file-changed . || [ $? = 1 ]; } && find . -mindepth 1 ! -name session.tgz -delete
 ls -la "$out"
