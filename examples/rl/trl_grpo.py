@@ -146,7 +146,9 @@ def main() -> int:
         cfg = GRPOConfig(output_dir=os.path.join(workdir, "out"), max_steps=args.steps, per_device_train_batch_size=per_step,
                          num_generations=4, max_completion_length=4, logging_steps=1, learning_rate=1e-3,
                          use_cpu=args.device == "cpu", bf16=False, report_to="none", save_strategy="no",
-                         seed=0, temperature=1.0)
+                         seed=0, temperature=1.0,
+                         # In order, so that every step's two prompts are one of each task.
+                         **({"shuffle_dataset": False} if args.hgemm else {}))
         reward = kforge_client.trl_reward(url, args.token)
         by_task = {}  # task id -> the rewards the trainer was given for it
 
