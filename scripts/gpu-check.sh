@@ -43,6 +43,11 @@
 #           and a PyTorch candidate profiled, stored, shown in a real prompt), then the cost of one
 #           profile per candidate from the command line (sandbox on, and off once), ncu's raw CSV
 #           kept for the parser (~3 min; results in $OUT/profile/)
+#   torchop the PyTorch op (issue 18): `kforge hgemm export --torch` into build-gpu/torchop (again only
+#           when kforge is newer than it), its library and op built (CUDAARCHS, default 90a), the op's
+#           tests (HgemmTorch: CPU refusals; HgemmTorchGpuTest: correctness vs torch.matmul, both
+#           layouts, stream, autograd, torch.compile, swapped Linear layers), then the benchmark
+#           against torch.matmul into torchop-bench.csv/.txt (TORCHOP_SHAPES, TORCHOP_REPEATS); ~90 s
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
 # Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
 # (made on a machine with apt by ../shared/tools/gpu-deps.sh .gpu-deps).
@@ -204,7 +209,10 @@ if has serve-trl; then
       echo "serve-trl: trl is not installed and .gpu-wheels/ is missing (scripts/gpu-wheels.sh, then carry .gpu-wheels)"
     fi
   fi
-  "${trl_env[@]}" python3 -c "import torch, trl, transformers, datasets, accelerate; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'trl', trl.__version__, 'transformers', transformers.__version__, 'datasets', datasets.__version__, 'accelerate', accelerate.__version__)" 2>&1 | tail -1
+  "${trl_env[@]}" python3 -c "
+import torch, trl, transformers, datasets, accelerate, huggingface_hub, tokenizers, pyarrow, fsspec
+print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), *(f'{m.__name__} {m.__version__}' for m in
+      (trl, transformers, datasets, accelerate, huggingface_hub, tokenizers, pyarrow, fsspec)))" 2>&1 | tail -1
   trl_hgemm=(); [ -n "${TRL_HGEMM-256x256x256}" ] && trl_hgemm=(--hgemm "${TRL_HGEMM-256x256x256}")
   t0=$(date +%s)
   rc=0
@@ -361,6 +369,29 @@ if has profile; then
   echo "torch 01_relu command_wall_ms $(( ($(date +%s%N) - t0) / 1000000 )) $(grep -m1 -E '^(ACCEPT|REJECT)' "$pdir/cli-torch-relu.txt")" | tee -a "$pdir/profile-cost-cli.txt"
   [ -f "$pdir/profile-cost.json" ] && cat "$pdir/profile-cost.json"
   ls "$pdir/raw" | head -5
+fi
+if has torchop; then
+  echo "== the PyTorch op torch.ops.kforge.hgemm: build, tests, benchmark against torch.matmul"
+  tdir=$PWD/$build/torchop
+  t0=$(date +%s)
+  if [ ! -f "$tdir/kforge-export.json" ] || [ "$kf" -nt "$tdir/kforge-export.json" ]; then
+    rm -rf "$tdir"
+    $kf hgemm export --torch --out "$tdir" | head -1
+  fi
+  export CUDAARCHS=${CUDAARCHS:-90a}
+  python3 -c 'import torch; print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), cuda available {torch.cuda.is_available()}")' || true
+  PYTHONPATH=$tdir/torch timeout 240 python3 -c 'import kforge_hgemm_torch as kh; kh.load(); print(kh.version())' \
+    >"$out/torchop-build.log" 2>&1 || { echo "torchop: the build failed:"; tail -20 "$out/torchop-build.log";
+                                         tail -20 "$tdir/build/torch-op-library.log" 2>/dev/null; }
+  tail -1 "$out/torchop-build.log"
+  echo "torchop: library and op ready after $(( $(date +%s) - t0 )) s"
+  KFORGE_HGEMM_TORCH_EXPORT=$tdir timeout 180 ctest --test-dir "$build" --output-on-failure -R "HgemmTorch" 2>&1 \
+    | tee "$out/torchop-tests.log" | grep -E "^\[ *[0-9.]+ s\]|Passed|Failed|SKIPPED|tests passed|\*\*\*" | head -40 || true
+  echo "torchop: tests done after $(( $(date +%s) - t0 )) s"
+  shapes=(); [ -n "${TORCHOP_SHAPES:-}" ] && shapes=(--shapes "$TORCHOP_SHAPES")
+  PYTHONPATH=$tdir/torch timeout 120 python3 -m kforge_hgemm_torch.bench "${shapes[@]}" --repeats "${TORCHOP_REPEATS:-15}" \
+    --csv "$out/torchop-bench.csv" 2>&1 | grep -v "UserWarning\|warnings.warn" | tee "$out/torchop-bench.txt" || true
+  echo "torchop: done after $(( $(date +%s) - t0 )) s"
 fi
 if has grid; then
   echo "== grid run 1 (offline, nn+tn, every baseline)"
