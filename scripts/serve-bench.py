@@ -142,6 +142,11 @@ def summarize(results, wall, slots, busy_delta, gpu_util):
     for r in results:
         k = r["reasons"][0] if r["reasons"] else "accepted"
         reasons[k] = reasons.get(k, 0) + 1
+    # Each rejection in short (reasons, message), so that an honest candidate's rejection can be read
+    # from the report (every candidate here is honest: a rejection is the evaluator's fault).
+    rejections = [{k: (v[:300] if isinstance(v, str) else v) for k, v in r.items()
+                   if k in ("id", "request_id", "reasons", "message", "flags", "code_sha256")}
+                  for r in results if not r["correct"]]
     vph = 3600 * len(results) / wall if wall > 0 else 0.0
     return {"verdicts": len(results), "accepted": sum(bool(r["correct"]) for r in results), "wall_s": wall,
             "verdicts_per_hour": vph, "slots": slots, "verdicts_per_gpu_hour": vph / max(1, slots),
@@ -149,7 +154,7 @@ def summarize(results, wall, slots, busy_delta, gpu_util):
             "slot_seconds_per_verdict": busy / len(results) if results else None,
             "capacity_verdicts_per_gpu_hour": 3600 * len(results) / busy if results and busy > 0 else None,
             "gpu_utilization_mean": gpu_util[0], "gpu_utilization_samples": gpu_util[1],
-            "timings": timings, "judge_phases_s": phases, "reasons": reasons,
+            "timings": timings, "judge_phases_s": phases, "reasons": reasons, "rejections": rejections,
             "speedup_median": statistics.median([max((s["median"] for s in r["speedup"].values()), default=0)
                                                  for r in results if r["correct"]] or [0])}
 
