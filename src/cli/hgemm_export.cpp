@@ -43,6 +43,7 @@ struct ExportOptions {
   std::string name = "kforge_hgemm";
   bool force = false;
   bool no_table = false;
+  bool torch = false;  // also the PyTorch op (torch/), data/hgemm/export/torch/
 };
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -66,10 +67,16 @@ std::string c_literal(const std::string& s) {
 struct Placement {
   std::string dest;
   bool substitute = false;
+  bool torch = false;  // written only with --torch
 };
 bool place(const std::string& src, const std::string& name, Placement* p) {
   const std::string tpl = "data/hgemm/export/";
-  if (src == "include/kforge/abi/hgemm.h") *p = {src};
+  const std::string torch_tpl = tpl + "torch/";
+  if (src.rfind(torch_tpl, 0) == 0) {
+    // The PyTorch op: a Python package torch/<NAME>_torch/ (its README one folder up).
+    const std::string rel = src.substr(torch_tpl.size());
+    *p = {rel == "README.md" ? "torch/README.md" : "torch/" + name + "_torch/" + rel, true, true};
+  } else if (src == "include/kforge/abi/hgemm.h") *p = {src};
   else if (src.rfind("kernels/hgemm/", 0) == 0) *p = {"src/" + src};
   else if (src == tpl + "kforge_hgemm.h") *p = {"include/kforge_hgemm.h"};
   else if (src == tpl + "kforge_hgemm.cpp") *p = {"src/kforge_hgemm.cpp"};
@@ -186,6 +193,7 @@ void run_export(const ExportOptions& o) {
     for (size_t i = 0; i < count; ++i) {
       Placement p;
       if (!place(files[i].path, o.name, &p)) KF_CHECK(false, "embedded file %s has no place in an export", files[i].path);
+      if (p.torch && !o.torch) continue;
       std::string content(reinterpret_cast<const char*>(files[i].data), files[i].size);
       if (p.substitute) {
         content = replace_all(content, "@NAME@", o.name);
@@ -205,6 +213,7 @@ void run_export(const ExportOptions& o) {
                                      {"table", table_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(table_path)},
                                      {"table_device", table.device},
                                      {"table_entries", table.size()},
+                                     {"torch", o.torch},
                                      {"files", written}};
     write_into(stage, kMarker, manifest.dump(2) + "\n");
     fs::permissions(stage, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -229,6 +238,10 @@ void run_export(const ExportOptions& o) {
     std::printf("example: cmake -S %s/example -B %s/example/build -DCMAKE_PREFIX_PATH=PREFIX && "
                 "cmake --build %s/example/build && %s/example/build/example\n", dir.c_str(), dir.c_str(), dir.c_str(),
                 dir.c_str());
+    if (o.torch)
+      std::printf("torch:   PYTHONPATH=%s/torch python3 -c 'import %s_torch as kh; kh.load(verbose=True); "
+                  "print(kh.version())'  (then torch.ops.kforge.hgemm(a, b); see %s/torch/README.md)\n",
+                  dir.c_str(), o.name.c_str(), dir.c_str());
   } catch (...) {
     fs::remove_all(stage, ec);
     throw;
@@ -254,6 +267,10 @@ void register_hgemm_export(CLI::App& hgemm) {
                   "library and CMake package name: lib<NAME>.so, lib<NAME>_static.a, find_package(<NAME>), targets "
                   "kforge::<NAME without 'kforge_'> and kforge::<...>_static")
       ->capture_default_str();
+  cmd->add_flag("--torch", o->torch,
+                "also write the PyTorch op: torch/<NAME>_torch/, a Python package whose load() builds "
+                "torch.ops.kforge.hgemm(a, b) with torch.utils.cpp_extension against this export's static library "
+                "(plus linear(), HgemmLinear, swap_linears() and a benchmark against torch.matmul; torch/README.md)");
   cmd->add_flag("--force", o->force, "replace --out when it holds an earlier export (a folder with kforge-export.json); "
                                      "other non-empty folders are never replaced");
   cmd->callback([o] { run_export(*o); });

@@ -1,0 +1,90 @@
+// kforge hgemm export --torch: the PyTorch op's package is written only when asked for, with the
+// library's name filled in; and (slow: the library and the op compile here) the op builds against
+// the export with torch.utils.cpp_extension and refuses CPU tensors, bad dtypes (bf16 with its own
+// message) and bad shapes clearly (tests/python/test_hgemm_torch.py cpu). The GPU half is
+// tests/gpu/test_hgemm_torch_gpu.cpp. KFORGE_HGEMM_TORCH_EXPORT=DIR reuses an export built before.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../support/process.hpp"
+
+namespace kforge {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_kforge;
+using test::slurp;
+
+std::string run_shell(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return *rc = -1, out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST(HgemmTorch, ExportWritesTheOpPackageOnlyWithTorch) {
+  const std::string base = test::temp_dir();
+  auto r = run_kforge("hgemm export --no-table --out " + base + "/plain");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(fs::exists(base + "/plain/torch"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(base + "/plain/kforge-export.json"))["torch"], false);
+
+  r = run_kforge("hgemm export --no-table --torch --name kforge_mygemm --out " + base + "/t");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string pkg = base + "/t/torch/kforge_mygemm_torch";
+  for (const char* f : {"__init__.py", "hgemm_op.cpp", "bench.py"}) EXPECT_TRUE(fs::exists(pkg + "/" + f)) << f;
+  EXPECT_TRUE(fs::exists(base + "/t/torch/README.md"));
+  const std::string init = slurp(pkg + "/__init__.py"), op = slurp(pkg + "/hgemm_op.cpp");
+  EXPECT_NE(init.find("\"kforge_mygemm_static\""), std::string::npos);
+  EXPECT_EQ(init.find("@NAME@"), std::string::npos);
+  EXPECT_EQ(op.find("@NAME@"), std::string::npos);
+  EXPECT_NE(op.find("TORCH_LIBRARY(kforge, m)"), std::string::npos);
+  EXPECT_NE(op.find("getCurrentCUDAStream"), std::string::npos);
+  const auto manifest = nlohmann::json::parse(slurp(base + "/t/kforge-export.json"));
+  EXPECT_EQ(manifest["torch"], true);
+  bool listed = false;
+  for (const auto& f : manifest["files"]) listed |= f == "torch/kforge_mygemm_torch/hgemm_op.cpp";
+  EXPECT_TRUE(listed) << manifest.dump();
+  EXPECT_NE(r.out.find("torch:"), std::string::npos) << r.out;
+
+  r = run_kforge("hgemm export --help");
+  EXPECT_NE(r.out.find("--torch"), std::string::npos);
+  EXPECT_NE(slurp(std::string(KFORGE_SOURCE_DIR) + "/README.md").find("--torch"), std::string::npos);
+}
+
+// Slow where nothing is built yet: the library (sm_90a only, unless CUDAARCHS says otherwise) and
+// the op compile on this machine's cores.
+TEST(HgemmTorch, OpBuildsAndRefusesCpuTensorsBadDtypesAndShapes) {
+  int rc = 0;
+  run_shell("python3 -c 'import torch' >/dev/null 2>&1", &rc);
+  if (rc != 0) GTEST_SKIP() << "SKIPPED: torch is not installed for python3 (KFORGE_WITH_TORCH=1 scripts/install-deps.sh)";
+  std::string dir;
+  if (const char* e = std::getenv("KFORGE_HGEMM_TORCH_EXPORT"); e && *e) {
+    dir = e;
+  } else {
+    dir = test::temp_dir() + "/export";
+    auto r = run_kforge("hgemm export --torch --out " + dir);
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  const char* archs = std::getenv("CUDAARCHS");
+  const std::string cmd = std::string("CUDAARCHS=") + (archs && *archs ? archs : "90a") + " timeout 1500 python3 " +
+                          KFORGE_SOURCE_DIR + "/tests/python/test_hgemm_torch.py cpu " + dir + " 2>&1";
+  const std::string out = run_shell(cmd, &rc);
+  std::printf("%s", out.c_str());
+  if (rc == 0 && out.rfind("SKIPPED:", 0) == 0) GTEST_SKIP() << out;
+  EXPECT_EQ(rc, 0) << out << "\n(library build log: " << dir << "/build/torch-op-library.log)";
+  EXPECT_NE(out.find("] OK"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kforge
