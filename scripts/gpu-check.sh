@@ -385,8 +385,9 @@ if has torchop; then
                                          tail -20 "$tdir/build/torch-op-library.log" 2>/dev/null; }
   tail -1 "$out/torchop-build.log"
   echo "torchop: library and op ready after $(( $(date +%s) - t0 )) s"
-  KFORGE_HGEMM_TORCH_EXPORT=$tdir timeout 180 ctest --test-dir "$build" --output-on-failure -R "HgemmTorch" 2>&1 \
-    | tee "$out/torchop-tests.log" | grep -E "^\[ *[0-9.]+ s\]|Passed|Failed|SKIPPED|tests passed|\*\*\*" | head -40 || true
+  # -V: the test script's own lines (timings, the sweep, the swapped models' errors) are wanted even on success.
+  KFORGE_HGEMM_TORCH_EXPORT=$tdir timeout 180 ctest --test-dir "$build" -V -R "HgemmTorch" 2>&1 \
+    | tee "$out/torchop-tests.log" | grep -E "\[ *[0-9.]+ s\]|Passed|Failed|SKIPPED|tests passed|\*\*\*" | head -60 || true
   echo "torchop: tests done after $(( $(date +%s) - t0 )) s"
   shapes=(); [ -n "${TORCHOP_SHAPES:-}" ] && shapes=(--shapes "$TORCHOP_SHAPES")
   PYTHONPATH=$tdir/torch timeout 120 python3 -m kforge_hgemm_torch.bench "${shapes[@]}" --repeats "${TORCHOP_REPEATS:-15}" \
