@@ -155,6 +155,7 @@ void run_serve(const ServeCliOptions& o) {
   sc.max_batch = o.max_batch;
   sc.max_completion_bytes = o.max_completion;
   sc.max_pending = o.max_queue;
+  sc.profile_all = o.profile;
   Scorer scorer(service, store, sc);
 
   ServeHttpOptions ho;
@@ -261,7 +262,8 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--profile", o->profile,
                 "Profile every correct candidate once more under Nsight Compute (ncu, in a process of its own) and "
                 "return the metrics per kernel in each result's \"profile\" (or why not: profile.error); costs "
-                "seconds of GPU time per correct candidate");
+                "seconds of GPU time per correct candidate. Without it, an item of /v1/score or /v1/jobs asks for "
+                "its own with \"profile\": true");
   cmd->callback([o] { run_serve(*o); });
 }
 

@@ -74,7 +74,8 @@ nlohmann::json Scorer::result_of(const Verdict& v, const std::string& request_id
   if (v.details.contains("service") && v.details["service"].contains("device"))
     r["device"] = v.details["service"]["device"];
   if (v.details.contains("reward")) r["reward_parts"] = v.details["reward"];  // speed-up term, penalties, total
-  if (v.details.contains("profile")) r["profile"] = v.details["profile"];  // kforge serve --profile (eval/profile.hpp)
+  // kforge serve --profile, or the item's "profile": true (eval/profile.hpp)
+  if (v.details.contains("profile")) r["profile"] = v.details["profile"];
   return r;
 }
 
@@ -123,6 +124,7 @@ std::vector<std::shared_future<nlohmann::json>> Scorer::submit(const std::vector
     r.task_id = it.task_id;
     r.completion = it.completion;
     r.completion_sha = completion_sha(it.task_id, it.completion);
+    r.profile = it.profile;
     if (extracted.back().ok) {
       r.code = extracted.back().source;
       r.code_sha = sha256_hex(r.code);
@@ -147,7 +149,7 @@ std::vector<std::shared_future<nlohmann::json>> Scorer::submit(const std::vector
       continue;
     }
     if (r.code.empty()) continue;
-    const std::string key = r.task_id + "/" + r.code_sha;
+    const std::string key = code_key(r);
     if (opts_.reuse_verdicts && (by_code_.count(key) || !seen_code.insert(key).second)) continue;
     ++new_judging;
   }
@@ -202,11 +204,12 @@ std::vector<std::shared_future<nlohmann::json>> Scorer::submit(const std::vector
       count(j, "invalid");
       f = ready(j);
     } else {
-      const std::string key = r.task_id + "/" + r.code_sha;
+      const std::string key = code_key(r);
       std::optional<nlohmann::json> prior;
       // Only a verdict judged under these settings (reward, penalties, modes, time-outs...: the task's
-      // judge key) is reused.
-      if (opts_.reuse_verdicts) prior = store_.judged_result(r.task_id, r.code_sha, tasks[i]->judge_key());
+      // judge key) is reused, and for an item that asks for a profile only one stored with a profile.
+      if (opts_.reuse_verdicts)
+        prior = store_.judged_result(r.task_id, r.code_sha, tasks[i]->judge_key(), profiled(r));
       if (prior) {
         nlohmann::json j = *prior;
         j["reused_from"] = j["request_id"];
@@ -243,12 +246,12 @@ std::shared_future<nlohmann::json> Scorer::start(const ServeRecord& r, const std
   fl->code_sha = r.code_sha;
   fl->how = how;
   fl->future = fl->promise.get_future().share();
-  fl->code_key = r.task_id + "/" + r.code_sha;
+  fl->code_key = code_key(r);
   by_request_[r.request_id] = fl;
   if (opts_.reuse_verdicts) by_code_[fl->code_key] = fl;
   store_.add_attempt(r.request_id);
   const std::string id = r.request_id;
-  service_.submit(r.task_id, r.code, [this, id](const Verdict& v) { on_verdict(id, v); });
+  service_.submit(r.task_id, r.code, [this, id](const Verdict& v) { on_verdict(id, v); }, r.profile);
   return fl->future;
 }
 
@@ -315,7 +318,7 @@ size_t Scorer::recover() {
       continue;
     }
     ++n;
-    const std::string key = r.task_id + "/" + r.code_sha;
+    const std::string key = code_key(r);
     if (auto lead = by_code_.find(key); opts_.reuse_verdicts && lead != by_code_.end()) {
       // The same code pending twice (reused before the kill): judged once, answered for both.
       auto follower = std::make_shared<InFlight>();

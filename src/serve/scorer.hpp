@@ -10,6 +10,8 @@
 //   - with reuse_verdicts, code already judged for the task is answered from that verdict, and code
 //     being judged right now waits for it ("origin": "reused");
 //   - anything else is judged by the service (attempts + 1) and stored when its verdict comes.
+// An item with `profile` (or every item, with profile_all: kforge serve --profile) is profiled when
+// correct; it reuses only a verdict stored with a profile and waits only for code being profiled.
 // Admission is all or nothing per batch: more new candidates than the queue can hold is a 429.
 #pragma once
 #include <future>
@@ -28,6 +30,7 @@ namespace kforge {
 
 struct ScoreItem {
   std::string task_id, completion, request_id;  // an empty request id gets a random one
+  bool profile = false;  // a correct candidate's result also carries its Nsight Compute profile
 };
 
 // A request refused as a whole: the HTTP status and why.
@@ -48,6 +51,7 @@ struct ScorerOptions {
   size_t max_batch = 256;                   // items per request
   size_t max_completion_bytes = 256 * 1024;
   size_t max_pending = 256;                 // candidates accepted and not yet judged (the queue bound)
+  bool profile_all = false;                 // every item as if it asked for a profile (the service profiles all)
 };
 
 class Scorer {
@@ -85,6 +89,11 @@ class Scorer {
  private:
   struct InFlight;
   std::shared_future<nlohmann::json> start(const ServeRecord& r, const std::string& how);
+  bool profiled(const ServeRecord& r) const { return r.profile || opts_.profile_all; }
+  // by_code_'s key: the task, the code, and whether its verdict is profiled.
+  std::string code_key(const ServeRecord& r) const {
+    return r.task_id + "/" + r.code_sha + (profiled(r) ? "/profile" : "");
+  }
   void on_verdict(const std::string& request_id, const Verdict& v);
   std::shared_future<nlohmann::json> ready(nlohmann::json j) const;
   void count(const nlohmann::json& result, const std::string& origin);

@@ -56,15 +56,24 @@ std::string string_field(const nlohmann::json& j, const char* key, size_t index,
   return j[key].get<std::string>();
 }
 
+// "profile": true or false (absent or null: `fallback`).
+bool profile_field(const nlohmann::json& j, bool fallback, const std::string& where) {
+  if (!j.contains("profile") || j["profile"].is_null()) return fallback;
+  if (!j["profile"].is_boolean()) throw ScoreError(400, where + "'profile' must be true or false");
+  return j["profile"].get<bool>();
+}
+
 std::vector<ScoreItem> items_of(const nlohmann::json& body) {
   if (!body.contains("items") || !body["items"].is_array())
     throw ScoreError(400, "the body must hold \"items\": [{\"task_id\", \"completion\", \"request_id\"}, ...]");
+  // The body's "profile" is every item's default; an item's own "profile" overrides it.
+  const bool all = profile_field(body, false, "");
   std::vector<ScoreItem> items;
   size_t i = 0;
   for (const auto& e : body["items"]) {
     if (!e.is_object()) throw ScoreError(400, strf("item %zu is not an object", i));
     items.push_back({string_field(e, "task_id", i, true), string_field(e, "completion", i, true),
-                     string_field(e, "request_id", i, false)});
+                     string_field(e, "request_id", i, false), profile_field(e, all, strf("item %zu: ", i))});
     ++i;
   }
   return items;

@@ -1,6 +1,8 @@
 // kforge serve's HTTP front (cpp-httplib): the endpoints, authentication, limits and metrics, on
 // top of the Scorer (serve/scorer.hpp). Endpoints (every body JSON; every error {"error": why}):
-//   POST /v1/score      {"items": [{"task_id", "completion", "request_id"}]} -> {"results": [...]}
+//   POST /v1/score      {"items": [{"task_id", "completion", "request_id", "profile"}], "profile"} ->
+//                       {"results": [...]} ("profile": true, per item or for the whole body: a correct
+//                       candidate's result also carries its Nsight Compute profile)
 //   POST /v1/jobs       the same body -> 202 {"job_id", "items", "poll"}; GET /v1/jobs/ID -> {"state", "results"}
 //   POST /get_reward    OpenRLHF's remote reward model: {"query", "prompts", "labels"} ->
 //                       {"rewards", "scores", "extra_logs"}; labels are task ids

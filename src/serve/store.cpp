@@ -36,6 +36,10 @@ const char* const kMigrations[] = {
         created_at REAL NOT NULL
       );
     )sql",
+    // 2: an item's "profile": true (kept so that a row judged after a restart is still profiled).
+    R"sql(
+      ALTER TABLE requests ADD COLUMN profile INTEGER NOT NULL DEFAULT 0;
+    )sql",
 };
 
 double now_s() {
@@ -63,12 +67,13 @@ ServeRecord ServeStore::row(const Statement& s) const {
   r.attempts = int(s.integer(9));
   r.accepted_at = s.real(10);
   r.done_at = s.is_null(11) ? 0 : s.real(11);
+  r.profile = s.integer(12) != 0;
   return r;
 }
 
 #define KF_SERVE_COLUMNS \
   "request_id, task_id, completion, completion_sha, code, code_sha, state, origin, result_json, attempts, " \
-  "accepted_at, done_at"
+  "accepted_at, done_at, profile"
 
 std::vector<std::optional<ServeRecord>> ServeStore::admit(const std::vector<ServeRecord>& records,
                                                           const std::string& job_id) {
@@ -78,7 +83,7 @@ std::vector<std::optional<ServeRecord>> ServeStore::admit(const std::vector<Serv
   Statement find(db_, "SELECT " KF_SERVE_COLUMNS " FROM requests WHERE request_id = ?");
   Statement insert(db_,
                    "INSERT INTO requests (request_id, task_id, completion, completion_sha, code, code_sha, state, "
-                   "attempts, job_id, accepted_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)");
+                   "attempts, job_id, accepted_at, profile) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)");
   const double t = now_s();
   for (const ServeRecord& r : records) {
     find.reset();
@@ -92,7 +97,7 @@ std::vector<std::optional<ServeRecord>> ServeStore::admit(const std::vector<Serv
     insert.bind(4, r.code).bind(5, r.code_sha);
     if (job_id.empty()) insert.bind_null(6);
     else insert.bind(6, job_id);
-    insert.bind(7, t);
+    insert.bind(7, t).bind(8, int64_t(r.profile ? 1 : 0));
     insert.step();
     out.push_back(std::nullopt);
   }
@@ -128,12 +133,13 @@ std::optional<ServeRecord> ServeStore::get(const std::string& request_id) const 
 }
 
 std::optional<nlohmann::json> ServeStore::judged_result(const std::string& task_id, const std::string& code_sha,
-                                                       const std::string& judge_key) const {
+                                                       const std::string& judge_key, bool with_profile) const {
   std::lock_guard<std::mutex> lock(mutex_);
   Statement s(db_,
               "SELECT result_json FROM requests WHERE task_id = ? AND code_sha = ? AND state = 'done' AND "
-              "origin = 'judged' AND json_extract(result_json, '$.judge_key') = ? ORDER BY done_at LIMIT 1");
-  s.bind(0, task_id).bind(1, code_sha).bind(2, judge_key);
+              "origin = 'judged' AND json_extract(result_json, '$.judge_key') = ? AND "
+              "(? = 0 OR json_type(result_json, '$.profile') = 'object') ORDER BY done_at LIMIT 1");
+  s.bind(0, task_id).bind(1, code_sha).bind(2, judge_key).bind(3, int64_t(with_profile ? 1 : 0));
   if (!s.step()) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(s.text(0), nullptr, false);
   if (j.is_discarded()) return std::nullopt;

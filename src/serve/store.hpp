@@ -21,6 +21,7 @@ struct ServeRecord {
   std::string code, code_sha;   // the extracted candidate (empty when none could be taken)
   std::string state;            // "pending" or "done"
   std::string origin;           // "judged", "reused" (--reuse-verdicts), "invalid" (no code)
+  bool profile = false;         // the item asked for a profile ("profile": true)
   nlohmann::json result;        // the item's reply, when done
   int attempts = 0;
   double accepted_at = 0, done_at = 0;  // Unix seconds
@@ -39,9 +40,10 @@ class ServeStore {
   bool complete(const std::string& request_id, const nlohmann::json& result, const std::string& origin);
   std::optional<ServeRecord> get(const std::string& request_id) const;
   // The result of a judged (not reused, not invalid) row of this task and code, judged under
-  // `judge_key` (the result's "judge_key": the task's settings, reward included), if any.
+  // `judge_key` (the result's "judge_key": the task's settings, reward included), if any; with
+  // `with_profile`, only a result that has a "profile" (the metrics, or why there are none).
   std::optional<nlohmann::json> judged_result(const std::string& task_id, const std::string& code_sha,
-                                              const std::string& judge_key) const;
+                                              const std::string& judge_key, bool with_profile = false) const;
   std::vector<ServeRecord> pending() const;
 
   void create_job(const std::string& job_id, const std::vector<std::string>& request_ids);

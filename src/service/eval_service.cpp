@@ -28,6 +28,7 @@ struct EvalService::Item {
   size_t slot = 0;
   bool answered = false;
   bool given_path = false;        // judge_files: `path` is the caller's file, judged as it is
+  bool profile = false;           // profiled when correct (submit's `profile`), whatever opts_.profile says
   std::shared_ptr<Group> group;  // judge_files: queued with the rest of its group
 };
 
@@ -115,7 +116,8 @@ std::string EvalService::write_candidate(const EvalTask& task, const std::string
   return path;
 }
 
-bool EvalService::enqueue(const std::string& task_id, const std::string& source, Callback done, bool bounded) {
+bool EvalService::enqueue(const std::string& task_id, const std::string& source, Callback done, bool bounded,
+                          bool profile) {
   std::shared_ptr<EvalTask> t;
   {
     std::lock_guard<std::mutex> lock(tasks_mutex_);
@@ -127,6 +129,7 @@ bool EvalService::enqueue(const std::string& task_id, const std::string& source,
   item->task = std::move(t);
   item->source = source;
   item->done = std::move(done);
+  item->profile = profile;
   item->submitted = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -141,18 +144,18 @@ bool EvalService::enqueue(const std::string& task_id, const std::string& source,
 }
 
 bool EvalService::try_submit(const std::string& task_id, const std::string& source, Callback done) {
-  return enqueue(task_id, source, std::move(done), true);
+  return enqueue(task_id, source, std::move(done), true, false);
 }
 
 std::future<Verdict> EvalService::submit(const std::string& task_id, const std::string& source) {
   auto promise = std::make_shared<std::promise<Verdict>>();
   std::future<Verdict> f = promise->get_future();
-  enqueue(task_id, source, [promise](const Verdict& v) { promise->set_value(v); }, false);
+  enqueue(task_id, source, [promise](const Verdict& v) { promise->set_value(v); }, false, false);
   return f;
 }
 
-void EvalService::submit(const std::string& task_id, const std::string& source, Callback done) {
-  enqueue(task_id, source, std::move(done), false);
+void EvalService::submit(const std::string& task_id, const std::string& source, Callback done, bool profile) {
+  enqueue(task_id, source, std::move(done), false, profile);
 }
 
 std::vector<Verdict> EvalService::judge_files(const std::string& task_id, const std::vector<std::string>& paths,
@@ -354,7 +357,7 @@ void EvalService::slot_loop(Slot& slot) {
         const Clock::time_point now = Clock::now();
         batch[i]->judge_start = last;
         last = now;
-        if (opts_.profile && v.correct) {
+        if ((opts_.profile || batch[i]->profile) && v.correct) {
           // On this thread, so that the slot's device times nothing else meanwhile; not judging time.
           ProfileOptions po = opts_.profile_options;
           if (slot.info.device >= 0) po.device = slot.info.device;

@@ -41,6 +41,7 @@ struct ServiceOptions {
   std::string work_dir;      // candidate files (<sha256><ext>); empty: $KFORGE_CACHE_DIR/service
   // Every correct verdict gets details["profile"] (EvalTask::profile on the slot's thread, before
   // the verdict is answered and before the slot judges anything else: kforge serve --profile).
+  // A submission can ask for it alone (submit's `profile`: kforge serve's per-item "profile").
   bool profile = false;
   ProfileOptions profile_options;
 };
@@ -65,9 +66,10 @@ class EvalService {
   // service thread, with the verdict. False (and nothing queued) when max_pending candidates are
   // already accepted and unfinished.
   bool try_submit(const std::string& task_id, const std::string& source, Callback done);
-  // The same without a bound: a future, or the callback.
+  // The same without a bound: a future, or the callback. `profile`: this candidate's verdict gets
+  // details["profile"] when it is correct, as every verdict does with ServiceOptions::profile.
   std::future<Verdict> submit(const std::string& task_id, const std::string& source);
-  void submit(const std::string& task_id, const std::string& source, Callback done);
+  void submit(const std::string& task_id, const std::string& source, Callback done, bool profile = false);
 
   // Judges candidate files as they are (each verdict names its path; nothing is copied), all of
   // them together: every file is prepared (compiled) on the pool first, then all are queued at
@@ -103,7 +105,7 @@ class EvalService {
   struct Slot;
   struct Group;
   void group_prepared(const std::shared_ptr<Group>& group);
-  bool enqueue(const std::string& task_id, const std::string& source, Callback done, bool bounded);
+  bool enqueue(const std::string& task_id, const std::string& source, Callback done, bool bounded, bool profile);
   void prepare_loop();
   void slot_loop(Slot& slot);
   void enqueue_to_slot(std::shared_ptr<Item> item);

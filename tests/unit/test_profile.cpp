@@ -1,8 +1,9 @@
 // Profiles (issue 16, item 1) without a GPU: ncu's CSV parsed from a fixture in the format ncu
 // 2025 prints (tests/profile/ncu-raw-sm90.csv) and from a details page; unknown, missing and
 // malformed input never crashing; the missing, refused, timed-out and metric-less ncu paths through
-// fake ncu programs; the prompt's table; the program database round trip; kforge serve's result
-// field; and, end to end on the CPU, kforge profile / eval --profile / optimize --profile-top /
+// fake ncu programs; the prompt's table, read back cell by cell from a prompt rendered from a
+// stored profile; the program database round trip; kforge serve's result field and its per-item
+// "profile" on loopback (fake, missing and refused ncu); and, end to end on the CPU, kforge profile / eval --profile / optimize --profile-top /
 // --no-profile with a fake ncu that prints the fixture.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,9 +12,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
+#include <httplib.h>
+
+#include <chrono>
+#include <thread>
+
 #include "../support/process.hpp"
+#include "../support/profile_table_check.hpp"
 #include "../support/scripted_llm_server.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -24,6 +32,10 @@
 #include "llm/prompt.hpp"
 #include "search/program_db.hpp"
 #include "serve/scorer.hpp"
+#include "serve/server.hpp"
+#include "serve/store.hpp"
+#include "service/eval_service.hpp"
+#include "service/task.hpp"
 #include "torch/torch_eval.hpp"
 
 namespace fs = std::filesystem;
@@ -31,7 +43,8 @@ namespace fs = std::filesystem;
 namespace kforge {
 namespace {
 
-const std::string kFixture = std::string(KFORGE_SOURCE_DIR) + "/tests/profile/ncu-raw-sm90.csv";
+const std::string kSource = KFORGE_SOURCE_DIR;
+const std::string kFixture = kSource + "/tests/profile/ncu-raw-sm90.csv";
 
 // An environment variable set for one scope.
 struct ScopedEnv {
@@ -353,6 +366,70 @@ TEST(ProfileStore, AProfileIsStoredWithItsVerdictAndNothingElseChanges) {
   EXPECT_ANY_THROW(db.set_profile(id + 100, profile));
 }
 
+// The fixture's profile stored with a verdict, read back, rendered into a real prompt under its
+// exemplar: the table read back from the prompt holds the stored values, row by row.
+TEST(ProfilePrompt, ATableRenderedFromAStoredProfileHoldsItsValues) {
+  const std::string dir = test::temp_dir();
+  ProgramDb db(dir + "/kforge-search.db");
+  const int64_t run = db.create_run("hgemm:4096x4096x4096", nlohmann::json::object());
+  CandidateRecord c;
+  c.run_id = run;
+  c.policy = "seed";
+  c.source = "// the exemplar's code\n";
+  c.language = "cuda";
+  const int64_t id = db.add_candidate(c);
+  db.record_verdict(id, {{"correct", true}, {"reasons", nlohmann::json::array()}, {"details", nlohmann::json::object()}},
+                    true, 1.7, 0.5);
+  nlohmann::json stored = parse_ncu_csv(read_file(kFixture));
+  // Six kernels: the table shows four, the longest first, and one line for the other two.
+  for (int i = 0; i < 4; ++i) {
+    nlohmann::json k = stored["kernels"][1];
+    k["name"] = strf("void extra_kernel_%d(float*)", i);
+    k["duration_us"] = 10.0 + 100.0 * i;
+    k["registers_per_thread"] = 20 + i;
+    stored["kernels"].push_back(k);
+  }
+  db.set_profile(id, stored);
+  const nlohmann::json back = db.candidate(id)->verdict["details"]["profile"];
+  Exemplar e;
+  e.id = id;
+  e.correct = true;
+  e.speedup = 1.7;
+  e.source = c.source;
+  e.profile = render_profile_table(back);
+  PromptInputs in;
+  in.task = "the task";
+  in.reference = "the reference";
+  in.exemplars = {e};
+  const std::string user = build_prompt(in, PromptTemplates::builtin())[1].content;
+  const size_t table = user.find("| kernel | time |");
+  ASSERT_NE(table, std::string::npos) << user;
+  EXPECT_LT(table, user.find("// the exemplar's code"));
+  EXPECT_EQ(test::check_profile_table(user, table, stored), "") << user.substr(table, 1500);
+  const auto rows = test::read_profile_table(user, table);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].cells[0], "kforge::sm90_gemm<128, 256, 64, 4, (kforge::R...");
+  EXPECT_EQ(rows[0].cells[1], "1.235 ms");
+  EXPECT_EQ(rows[0].cells[6], "168");
+  EXPECT_EQ(rows[1].cells[0], "extra_kernel_3");
+  EXPECT_EQ(rows[1].cells[6], "23");
+  EXPECT_NE(user.find("(2 more kernels, 48.91 us in all)"), std::string::npos) << user.substr(table, 1500);
+
+  // The check can fail: a changed value, a dropped stall, a kernel shown that is not stored.
+  nlohmann::json other = stored;
+  other["kernels"][0]["sm_throughput_pct"] = 50.0;
+  EXPECT_NE(test::check_profile_table(user, table, other).find("sm_throughput_pct"), std::string::npos);
+  other = stored;
+  other["kernels"][0]["stalls"][0]["share_pct"] = 12.0;
+  EXPECT_NE(test::check_profile_table(user, table, other).find("stalls"), std::string::npos);
+  other = stored;
+  other["kernels"][0]["name"] = "void another_kernel()";
+  EXPECT_NE(test::check_profile_table(user, table, other).find("kernel cell"), std::string::npos);
+  other = stored;
+  other["kernels"].erase(other["kernels"].size() - 1);
+  EXPECT_NE(test::check_profile_table(user, table, other), "");
+}
+
 TEST(ProfileServe, AResultCarriesTheVerdictsProfile) {
   Verdict v;
   v.correct = true;
@@ -616,6 +693,237 @@ TEST(ProfileExport, PenaltiesShapeTheRewardsAgainAsServeDoes) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--kind sft and groups"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir + "/bad.jsonl"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// kforge serve's per-item "profile": the service, the store, the scorer and the HTTP front in this
+// process, on loopback, judging the CPU ReLU task (--device cpu); ncu a fake that prints the
+// fixture, a path with no ncu, or one that is refused the counters.
+
+// An honest ReLU answer; `tag` (a comment in the code) makes its code differ from the others'.
+std::string honest_code(const std::string& tag = "") {
+  return "import torch\nimport torch.nn as nn\n" + (tag.empty() ? "" : "# " + tag + "\n") +
+         "\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+         "    def forward(self, x):\n        return x.clamp_min(0.0)\n";
+}
+std::string honest(const std::string& tag = "") { return "```python\n" + honest_code(tag) + "```\n"; }
+const std::string kServeHonest = honest();
+
+std::string serve_threaded(const std::string& tag) {
+  return "```python\nimport threading\nimport torch\nimport torch.nn as nn\n# " + tag +
+         "\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        threading.Thread(target=lambda: None).start()\n"
+         "        return x.clamp_min(0.0)\n```\n";
+}
+
+// A server over the CPU ReLU task: `ncu` is the profiler's path; with `reuse`, --reuse-verdicts.
+class LoopbackServe {
+ public:
+  LoopbackServe(const std::string& ncu, bool reuse, const std::string& store_path = "") {
+    const std::string dir = test::temp_dir();
+    ServiceOptions so;
+    so.work_dir = dir + "/work";
+    so.profile_options.ncu = ncu;
+    service = std::make_unique<EvalService>(so);
+    TorchEvalOptions to;
+    to.device = "cpu";
+    to.samples = 3;
+    to.trials = 1;
+    to.atol = 1e-3;
+    to.skip_timing = true;  // verified only: the profile is what is tested here
+    service->add_task(make_torch_task("01_relu", kSource + "/tests/corpus/torch/tasks_cpu/01_relu.py", to));
+    store = std::make_unique<ServeStore>(store_path.empty() ? dir + "/serve.db" : store_path);
+    ScorerOptions sc;
+    sc.reuse_verdicts = reuse;
+    scorer = std::make_unique<Scorer>(*service, *store, sc);
+    ServeHttpOptions ho;
+    ho.port = 0;
+    ho.token = "";
+    ho.threads = 8;
+    http = std::make_unique<ServeHttp>(ho, *scorer, *service, *store);
+    port = http->bind();
+    thread = std::thread([this] { http->run(); });
+  }
+  ~LoopbackServe() {
+    http->stop();
+    thread.join();
+    http.reset();
+    scorer.reset();
+    service.reset();
+  }
+  nlohmann::json post(const std::string& path, const nlohmann::json& body, int& status) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(900, 0);
+    auto r = c.Post(path, dump_json(body), "application/json");
+    status = r ? r->status : -1;
+    return r ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
+  }
+  nlohmann::json get(const std::string& path) {
+    httplib::Client c("127.0.0.1", port);
+    auto r = c.Get(path);
+    return r ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
+  }
+
+  std::unique_ptr<EvalService> service;
+  std::unique_ptr<ServeStore> store;
+  std::unique_ptr<Scorer> scorer;
+  std::unique_ptr<ServeHttp> http;
+  int port = 0;
+  std::thread thread;
+};
+
+nlohmann::json items_body(const std::vector<nlohmann::json>& items) { return {{"items", nlohmann::json(items)}}; }
+
+nlohmann::json item(const std::string& completion, const std::string& id, std::optional<bool> profile = std::nullopt) {
+  nlohmann::json j = {{"task_id", "01_relu"}, {"completion", completion}, {"request_id", id}};
+  if (profile) j["profile"] = *profile;
+  return j;
+}
+
+// Where ncu is missing or refused, an item that asks for a profile gets the verdict it would have
+// had without asking, plus profile.error saying why; items that did not ask get no profile.
+TEST(ProfileServe, PerItemProfileWithoutNcuOrRefusedSaysWhyAndChangesNothingElse) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string dir = test::temp_dir();
+  const std::string refused = fake_ncu(dir,
+                                       "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+                                       "NVIDIA GPU Performance Counters on the target device 0.'\nexit 1");
+  for (const auto& [ncu, code] : {std::pair<std::string, std::string>{dir + "/no-such-ncu", profile_error::kNcuMissing},
+                                  {refused, profile_error::kNcuPermission}}) {
+    SCOPED_TRACE(code);
+    LoopbackServe srv(ncu, false);
+    ASSERT_GT(srv.port, 0);
+    int status = 0;
+    const nlohmann::json body = items_body({item(kServeHonest, "p1", true), item(kServeHonest + std::string("# same\n"), "n1"),
+                                            item(serve_threaded("t"), "t1", true), item("no code here", "x1", true)});
+    const nlohmann::json res = srv.post("/v1/score", body, status);
+    ASSERT_EQ(status, 200) << res.dump(1);
+    ASSERT_EQ(res["results"].size(), 4u);
+    const nlohmann::json& p = res["results"][0];
+    const nlohmann::json& n = res["results"][1];
+    ASSERT_TRUE(p["correct"].get<bool>()) << p.dump(1);
+    ASSERT_TRUE(p.contains("profile")) << p.dump(1);
+    EXPECT_EQ(p["profile"]["error_code"], code) << p.dump(1);
+    EXPECT_FALSE(p["profile"].contains("kernels"));
+    // Nothing else changes: the same verdict as the item that did not ask.
+    EXPECT_FALSE(n.contains("profile")) << n.dump(1);
+    EXPECT_TRUE(n["correct"].get<bool>());
+    for (const char* k : {"correct", "reward", "reasons", "flags", "speedup"}) EXPECT_EQ(p[k], n[k]) << k;
+    // A rejection is not profiled, whatever it asked.
+    EXPECT_FALSE(res["results"][2]["correct"].get<bool>());
+    EXPECT_FALSE(res["results"][2].contains("profile")) << res["results"][2].dump(1);
+    EXPECT_FALSE(res["results"][3].contains("profile"));
+    // What was stored is what was answered.
+    EXPECT_EQ(srv.store->get("p1")->result["profile"]["error_code"], code);
+    EXPECT_TRUE(srv.store->get("p1")->profile);
+    EXPECT_FALSE(srv.store->get("n1")->profile);
+  }
+}
+
+// With a working (fake) ncu: /v1/score per item, /v1/jobs for the whole body, bad values refused,
+// and --reuse-verdicts reusing a verdict for a profile request only when it was profiled.
+TEST(ProfileServe, PerItemAndPerJobProfileOverHttpAndReuseOnlyWithAProfile) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string dir = test::temp_dir();
+  LoopbackServe srv(fixture_ncu(dir), true);
+  ASSERT_GT(srv.port, 0);
+  int status = 0;
+
+  // Bad values: 400, nothing stored.
+  nlohmann::json bad1 = nlohmann::json::object(), bad2 = nlohmann::json::object();
+  bad1["items"] = nlohmann::json(std::vector<nlohmann::json>{item(kServeHonest, "b1")});
+  bad1["profile"] = "yes";  // the body's default
+  nlohmann::json b2 = item(kServeHonest, "b2");
+  b2["profile"] = 1;        // an item's own
+  bad2["items"] = nlohmann::json(std::vector<nlohmann::json>{b2});
+  for (const nlohmann::json& bad : {bad1, bad2}) {
+    const nlohmann::json r = srv.post("/v1/score", bad, status);
+    EXPECT_EQ(status, 400) << r.dump();
+    EXPECT_NE(r["error"].get<std::string>().find("'profile' must be true or false"), std::string::npos) << r.dump();
+  }
+  EXPECT_FALSE(srv.store->get("b1"));
+  EXPECT_FALSE(srv.store->get("b2"));
+
+  // The honest code judged without a profile first.
+  nlohmann::json r = srv.post("/v1/score", items_body({item(kServeHonest, "a1")}), status);
+  ASSERT_EQ(status, 200) << r.dump(1);
+  ASSERT_TRUE(r["results"][0]["correct"].get<bool>()) << r.dump(1);
+  EXPECT_FALSE(r["results"][0].contains("profile"));
+
+  // The same code asking for a profile: that verdict has none, so it is judged again and profiled.
+  r = srv.post("/v1/score", items_body({item(kServeHonest, "a2", true)}), status);
+  ASSERT_EQ(status, 200) << r.dump(1);
+  const nlohmann::json a2 = r["results"][0];  // a copy: r is reused below
+  EXPECT_FALSE(a2.contains("reused_from")) << a2.dump(1);
+  ASSERT_TRUE(a2.contains("profile")) << a2.dump(1);
+  ASSERT_FALSE(a2["profile"].contains("error")) << a2.dump(1);
+  EXPECT_EQ(a2["profile"]["kernels"].size(), 2u);
+  EXPECT_NEAR(a2["profile"]["total_duration_us"].get<double>(), 1234.56 + 38.91, 1e-6);
+  EXPECT_EQ(a2["profile"]["kernels"], parse_ncu_csv(read_file(kFixture))["kernels"]);
+  EXPECT_EQ(a2["profile"]["kernels"][0]["registers_per_thread"], 168);
+  EXPECT_EQ(srv.store->counts().judged, 2);
+
+  // Asked again under a new id: reused from the profiled verdict, profile and all; one without
+  // "profile" is reused from the first verdict (or the profiled one) and needs no profile.
+  r = srv.post("/v1/score", items_body({item(kServeHonest, "a3", true), item(kServeHonest, "a4", false)}), status);
+  ASSERT_EQ(status, 200) << r.dump(1);
+  EXPECT_EQ(r["results"][0]["reused_from"], "a2") << r["results"][0].dump(1);
+  EXPECT_EQ(r["results"][0]["profile"], a2["profile"]);
+  EXPECT_TRUE(r["results"][1].contains("reused_from"));
+  EXPECT_EQ(srv.store->counts().judged, 2);  // nothing judged again
+
+  // A job whose body asks for profiles; one item opts out.
+  const nlohmann::json job = srv.post(
+      "/v1/jobs",
+      [] {
+        nlohmann::json b = items_body({item(honest("job"), "j1"), item(honest("out"), "j2", false)});
+        b["profile"] = true;
+        return b;
+      }(),
+      status);
+  ASSERT_EQ(status, 202) << job.dump();
+  nlohmann::json polled;
+  for (int i = 0; i < 1500; ++i) {
+    polled = srv.get("/v1/jobs/" + job["job_id"].get<std::string>());
+    if (polled.value("state", "") == "done") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(polled["state"], "done") << polled.dump(1);
+  ASSERT_EQ(polled["results"].size(), 2u);
+  EXPECT_TRUE(polled["results"][0]["correct"].get<bool>()) << polled.dump(1);
+  EXPECT_EQ(polled["results"][0]["profile"]["kernels"].size(), 2u) << polled.dump(1);
+  EXPECT_FALSE(polled["results"][1].contains("profile")) << polled["results"][1].dump(1);
+}
+
+// A pending item's "profile" survives a restart: the store keeps it, and recover() profiles it.
+TEST(ProfileServe, APendingItemsProfileRequestSurvivesARestart) {
+  if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
+  const std::string dir = test::temp_dir();
+  const std::string store_path = dir + "/serve.db";
+  {
+    ServeStore s(store_path);
+    ServeRecord r;
+    r.request_id = "left";
+    r.task_id = "01_relu";
+    r.completion = kServeHonest;
+    r.completion_sha = "sha";
+    r.code = honest_code();
+    r.code_sha = "code-sha";
+    r.profile = true;
+    ASSERT_FALSE(s.admit({r}, "")[0]);  // pending, as a killed server leaves it
+    ASSERT_EQ(s.pending().size(), 1u);
+    EXPECT_TRUE(s.pending()[0].profile);
+  }
+  LoopbackServe srv(fixture_ncu(dir), false, store_path);
+  EXPECT_EQ(srv.scorer->recover(), 1u);
+  nlohmann::json got;
+  for (int i = 0; i < 1500; ++i) {
+    got = srv.scorer->lookup("left");
+    if (got.value("status", "") == "done") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(got["status"], "done") << got.dump(1);
+  EXPECT_TRUE(got["correct"].get<bool>()) << got.dump(1);
+  EXPECT_EQ(got["profile"]["kernels"].size(), 2u) << got.dump(1);
 }
 
 }  // namespace
