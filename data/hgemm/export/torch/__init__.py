@@ -69,7 +69,10 @@ def _built_library(verbose):
                 print("+", " ".join(cmd), flush=True)
             r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
             if r.returncode != 0:
-                raise BuildError(f"building the library failed ({' '.join(cmd[:2])} exited {r.returncode}); see {log}")
+                lines = log.read_text(errors="replace").splitlines()
+                first = next((x for x in lines if "error" in x.lower()), lines[-1] if lines else "")
+                raise BuildError(f"building the library failed ({' '.join(cmd[:2])} exited {r.returncode}: "
+                                 f"{first.strip()[:300]}); see {log}")
     if not lib.is_file():
         raise BuildError(f"the build of {_EXPORT} made no {lib.name}; see {log}")
     return _EXPORT / "include", lib
