@@ -62,6 +62,31 @@ TEST(HgemmTorch, ExportWritesTheOpPackageOnlyWithTorch) {
   EXPECT_NE(slurp(std::string(KFORGE_SOURCE_DIR) + "/README.md").find("--torch"), std::string::npos);
 }
 
+// Every quoted #include of the exported sources resolves inside the export (include/ or src/, as
+// its CMakeLists.txt searches): a header added to kernels/hgemm/ and included by variants.cu, but
+// not exported, would otherwise fail only in the slow library build (the op's and the example's).
+TEST(HgemmTorch, EveryQuotedIncludeOfTheExportIsInTheExport) {
+  const std::string base = test::temp_dir() + "/lib";
+  auto r = run_kforge("hgemm export --no-table --torch --out " + base);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  int checked = 0;
+  for (const auto& e : fs::recursive_directory_iterator(base)) {
+    const std::string ext = e.path().extension().string();
+    if (!e.is_regular_file() || (ext != ".cu" && ext != ".cuh" && ext != ".hpp" && ext != ".h" && ext != ".cpp"))
+      continue;
+    const std::string text = slurp(e.path().string());
+    for (size_t at = text.find("#include \""); at != std::string::npos; at = text.find("#include \"", at + 1)) {
+      const size_t open = at + 10, close = text.find('"', open);
+      const std::string inc = text.substr(open, close - open);
+      const bool found = fs::exists(e.path().parent_path() / inc) || fs::exists(base + "/include/" + inc) ||
+                         fs::exists(base + "/src/" + inc);
+      EXPECT_TRUE(found) << e.path() << " includes \"" << inc << "\", which the export lacks";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 5);
+}
+
 // Slow where nothing is built yet: the library (sm_90a only, unless CUDAARCHS says otherwise) and
 // the op compile on this machine's cores.
 TEST(HgemmTorch, OpBuildsAndRefusesCpuTensorsBadDtypesAndShapes) {
