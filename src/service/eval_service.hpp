@@ -36,6 +36,10 @@ struct ServiceOptions {
   std::vector<int> devices;
   int slots = 1;
   int prepare_jobs = 0;      // threads compiling candidates before they are queued; 0: one per core
+  // Added to the nice value of those threads (and so of the compilers they start): compiling
+  // ahead on every core must not deschedule a judge in the middle of an idle probe or a timed
+  // batch. 0: the process's own priority.
+  int prepare_nice = 10;
   size_t max_pending = 0;    // try_submit refuses beyond this many accepted, unfinished candidates; 0: no bound
   size_t max_batch = 8;      // candidates of one task a slot judges in one batch
   std::string work_dir;      // candidate files (<sha256><ext>); empty: $KFORGE_CACHE_DIR/service
