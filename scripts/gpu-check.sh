@@ -376,14 +376,15 @@ if has torchop; then
   t0=$(date +%s)
   if [ ! -f "$tdir/kforge-export.json" ] || [ "$kf" -nt "$tdir/kforge-export.json" ]; then
     rm -rf "$tdir"
-    $kf hgemm export --torch --out "$tdir" | head -1
+    $kf hgemm export --torch --out "$tdir" >"$out/torchop-export.log" 2>&1 || cat "$out/torchop-export.log"
+    head -1 "$out/torchop-export.log"
   fi
   export CUDAARCHS=${CUDAARCHS:-90a}
-  python3 -c 'import torch; print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), cuda available {torch.cuda.is_available()}")' || true
-  PYTHONPATH=$tdir/torch timeout 240 python3 -c 'import kforge_hgemm_torch as kh; kh.load(); print(kh.version())' \
-    >"$out/torchop-build.log" 2>&1 || { echo "torchop: the build failed:"; tail -20 "$out/torchop-build.log";
-                                         tail -20 "$tdir/build/torch-op-library.log" 2>/dev/null; }
-  tail -1 "$out/torchop-build.log"
+  PYTHONPATH=$tdir/torch timeout 240 python3 -c 'import torch, kforge_hgemm_torch as kh
+print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), GPU {torch.cuda.is_available()}", flush=True)
+kh.load(); print(kh.version())' >"$out/torchop-build.log" 2>&1 ||
+    { echo "torchop: the build failed:"; tail -20 "$out/torchop-build.log"; tail -20 "$tdir/build/torch-op-library.log" 2>/dev/null; }
+  grep -v "Warning\|warn(" "$out/torchop-build.log" | tail -2 || true
   echo "torchop: library and op ready after $(( $(date +%s) - t0 )) s"
   # -V: the test script's own lines (timings, the sweep, the swapped models' errors) are wanted even on success.
   KFORGE_HGEMM_TORCH_EXPORT=$tdir timeout 180 ctest --test-dir "$build" -V -R "HgemmTorch" 2>&1 \
