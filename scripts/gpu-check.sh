@@ -28,7 +28,7 @@
 #           4096^3 and 256^3 and a PyTorch task (observed, and the capacity: 3600 / the slot's judging
 #           seconds per verdict), the GPU busy fraction and where the time goes (compile, queue,
 #           setup, load, verify, time) into serve-bench.json/.md (SERVE_BUDGET_S, default 60 s for the
-#           three tasks; SERVE_N, SERVE_TORCH_N, SERVE_CLIENTS (10), SERVE_TORCH_CLIENTS (4),
+#           three tasks; SERVE_N, SERVE_TORCH_N, SERVE_CLIENTS (4), SERVE_TORCH_CLIENTS (3),
 #           SERVE_TORCH_IDS (01_relu; e.g. 01_relu,04_softmax))
 #   serve-trl TRL's GRPOTrainer on the GPU against a kforge serve --device cuda it starts
 #           (examples/rl/trl_grpo.py --device cuda --hgemm 256x256x256: tasks/kforge's 01_relu and an
@@ -186,11 +186,12 @@ if has serve; then
   rm -rf "$KFORGE_CACHE_DIR/compile" "$KFORGE_CACHE_DIR/service"
   # Each task gets an equal share of SERVE_BUDGET_S and stops submitting when the candidates in
   # flight would outlast it; the margin covers the server's start and stop and a slow last batch.
-  # 10 clients keep a batch of 8 judging while the next candidates compile (one per core).
+  # 4 clients keep the slot's queue from running dry (a compile takes ~2 s, a verdict ~2.5 s on
+  # the H200) and leave little in flight at a share's end (each waits for one verdict).
   timeout "$(( ${SERVE_BUDGET_S:-60} + 40 ))" python3 scripts/serve-bench.py --kforge "$kf" --out "$out/serve-bench.json" \
     --hgemm 4096x4096x4096,256x256x256 --torch-tasks tasks/kforge --torch-ids "${SERVE_TORCH_IDS:-01_relu}" \
-    --n "${SERVE_N:-200}" --torch-n "${SERVE_TORCH_N:-40}" --clients "${SERVE_CLIENTS:-10}" \
-    --torch-clients "${SERVE_TORCH_CLIENTS:-4}" --device cuda --budget-s "${SERVE_BUDGET_S:-60}" \
+    --n "${SERVE_N:-200}" --torch-n "${SERVE_TORCH_N:-40}" --clients "${SERVE_CLIENTS:-4}" \
+    --torch-clients "${SERVE_TORCH_CLIENTS:-3}" --device cuda --budget-s "${SERVE_BUDGET_S:-60}" \
     >"$out/serve-bench.log" 2>&1 || echo "serve-bench exited $?"
   # The table (also $OUT/serve-bench.md, ready to paste into docs/serve.md).
   [ -f "$out/serve-bench.md" ] && cat "$out/serve-bench.md" || tail -12 "$out/serve-bench.log"
