@@ -163,7 +163,7 @@ def table(report):
     lines = [f"kforge serve on {report.get('device_name', '?')}, {report.get('cpu_cores', '?')} CPU cores (compile jobs), "
              f"{report['slots']} slot(s), {report.get('clients', '?')} clients; seconds per verdict are means", "",
              "| task | verdicts | accepted | wall s | verdicts/GPU-hour (observed) | capacity /GPU-hour | slot busy | GPU util | "
-             "prepare (compile) s | queue s | judge s | setup | load | verify | time | other | reasons |",
+             "prepare (compile) s | queue s | judge s (median) | setup | load | verify | time | other | reasons |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for task, r in report["tasks"].items():
         t, ph = r["timings"], r["judge_phases_s"]
@@ -172,9 +172,15 @@ def table(report):
         util = f"{r['gpu_utilization_mean']:.0%}" if r["gpu_utilization_mean"] is not None else "-"
         cap = f"{r['capacity_verdicts_per_gpu_hour']:.0f}" if r.get("capacity_verdicts_per_gpu_hour") else "-"
         lines.append(f"| {task} | {r['verdicts']} | {r['accepted']} | {r['wall_s']:.1f} | {r['verdicts_per_gpu_hour']:.0f} | "
-                     f"{cap} | {busy} | {util} | {f(t, 'prepare_s')} | {f(t, 'queue_s')} | {f(t, 'judge_s')} | {f(ph, 'setup')} | "
+                     f"{cap} | {busy} | {util} | {f(t, 'prepare_s')} | {f(t, 'queue_s')} | {f(t, 'judge_s')}"
+                     f"{' (%.2f)' % t['judge_s']['median'] if 'judge_s' in t else ''} | {f(ph, 'setup')} | "
                      f"{f(ph, 'load')} | {f(ph, 'verify')} | {f(ph, 'time')} | {f(t, 'judge_other_s')} | "
                      f"{json.dumps(r['reasons'])} |")
+    # Every candidate here is honest: each rejection is the evaluator's to explain.
+    rej = [(task, x) for task, r in report["tasks"].items() for x in r.get("rejections", [])]
+    if rej:
+        lines += ["", "Rejections (every candidate is honest):"]
+        lines += [f"- {task}: {','.join(x.get('reasons', []))}: {x.get('message', '')[:200]}" for task, x in rej]
     return "\n".join(lines) + "\n"
 
 
