@@ -55,7 +55,8 @@ if [ "${KFORGE_WITH_CUTLASS:-0}" = 1 ] &&
 fi
 # Optional: TRL (and with it transformers, datasets, accelerate) for examples/rl/trl_grpo.py, the GRPO
 # run against kforge serve (KFORGE_WITH_TRL=1). python/kforge_client itself needs only the standard
-# library; without TRL the example's test prints SKIPPED.
+# library; without TRL the example's test prints SKIPPED. The GPU machine (no registry) gets trl,
+# datasets, dill and multiprocess as wheels instead: scripts/gpu-wheels.sh, gpu-check stage serve-trl.
 if [ "${KFORGE_WITH_TRL:-0}" = 1 ] && ! python3 -c "import trl" >/dev/null 2>&1; then
   echo "install-deps: installing trl for python3 (pip; KFORGE_WITH_TRL=1)"
   if timeout 900 python3 -m pip install -q trl >/tmp/kforge-pip-trl.log 2>&1; then
