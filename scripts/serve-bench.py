@@ -161,7 +161,8 @@ def summarize(results, wall, slots, busy_delta, gpu_util):
 
 def table(report):
     lines = [f"kforge serve on {report.get('device_name', '?')}, {report.get('cpu_cores', '?')} CPU cores (compile jobs), "
-             f"{report['slots']} slot(s), {report.get('clients', '?')} clients; seconds per verdict are means", "",
+             f"{report['slots']} slot(s), {report.get('clients', '?')} HGEMM and {report.get('torch_clients', '?')} PyTorch "
+             f"clients; seconds per verdict are means", "",
              "| task | verdicts | accepted | wall s | verdicts/GPU-hour (observed) | capacity /GPU-hour | slot busy | GPU util | "
              "prepare (compile) s | queue s | judge s (median) | setup | load | verify | time | other | reasons |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -284,6 +285,15 @@ def main():
             finally:
                 pool.shutdown(wait=False, cancel_futures=True)
             wall = time.time() - t0
+            # A slot adds a batch's seconds to its busy total just after the batch's last verdict:
+            # wait until nothing is judged or queued, then a moment more, so that this task's last
+            # batch is counted here and not in the next task's figures.
+            for _ in range(50):
+                text = metrics(url)
+                if re.search(r"^kforge_serve_judging 0$", text, re.M) and re.search(r"^kforge_serve_queue_depth 0$", text, re.M):
+                    break
+                time.sleep(0.1)
+            time.sleep(0.2)
             after = busy_seconds(metrics(url))
             delta = [a - b for a, b in zip(after, before)]
             rep = summarize(results, wall, slots, delta, sampler.mean_between(t0, t0 + wall))
