@@ -27,6 +27,7 @@
 #include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/text.hpp"
+#include "db/sqlite.hpp"
 #include "eval/profile.hpp"
 #include "eval/verdict.hpp"
 #include "llm/prompt.hpp"
@@ -892,6 +893,41 @@ TEST(ProfileServe, PerItemAndPerJobProfileOverHttpAndReuseOnlyWithAProfile) {
   EXPECT_TRUE(polled["results"][0]["correct"].get<bool>()) << polled.dump(1);
   EXPECT_EQ(polled["results"][0]["profile"]["kernels"].size(), 2u) << polled.dump(1);
   EXPECT_FALSE(polled["results"][1].contains("profile")) << polled["results"][1].dump(1);
+}
+
+// A store written before items could ask for a profile (schema 1) opens, migrates, and keeps its
+// rows: a pending one reads as not asking for a profile, a done one keeps its result.
+TEST(ProfileServe, AStoreOfSchemaOneMigratesAndKeepsItsRows) {
+  const std::string path = test::temp_dir() + "/old.db";
+  {
+    SqliteDb db(path, "serve store");
+    // Schema 1 as kforge wrote it before requests.profile (src/serve/store.cpp, migration 1).
+    db.exec(
+        "CREATE TABLE requests (request_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, completion TEXT NOT NULL, "
+        "completion_sha TEXT NOT NULL, code TEXT NOT NULL, code_sha TEXT NOT NULL, state TEXT NOT NULL, origin TEXT, "
+        "result_json TEXT, reward REAL, correct INTEGER, attempts INTEGER NOT NULL DEFAULT 0, job_id TEXT, "
+        "accepted_at REAL NOT NULL, done_at REAL);"
+        "CREATE INDEX requests_state ON requests(state);"
+        "CREATE INDEX requests_code ON requests(task_id, code_sha, origin);"
+        "CREATE TABLE jobs (job_id TEXT PRIMARY KEY, request_ids_json TEXT NOT NULL, created_at REAL NOT NULL);"
+        "CREATE TABLE schema_version(version INTEGER); INSERT INTO schema_version(version) VALUES (1);"
+        "INSERT INTO requests VALUES ('old-pending', '01_relu', 'c', 'cs', 'code', 'sha', 'pending', NULL, NULL, NULL, "
+        "NULL, 1, NULL, 1.0, NULL);"
+        "INSERT INTO requests VALUES ('old-done', '01_relu', 'c2', 'cs2', 'code', 'sha', 'done', 'judged', "
+        "'{\"reward\": 0.5, \"judge_key\": \"k\"}', 0.5, 1, 1, NULL, 1.0, 2.0);");
+  }
+  ServeStore store(path);
+  const auto pending = store.pending();
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].request_id, "old-pending");
+  EXPECT_FALSE(pending[0].profile);
+  EXPECT_EQ(pending[0].attempts, 1);
+  const auto done = store.get("old-done");
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->result["reward"], 0.5);
+  // A stored verdict without a profile is reused for an item that does not ask, not for one that does.
+  EXPECT_TRUE(store.judged_result("01_relu", "sha", "k", false));
+  EXPECT_FALSE(store.judged_result("01_relu", "sha", "k", true));
 }
 
 // A pending item's "profile" survives a restart: the store keeps it, and recover() profiles it.
