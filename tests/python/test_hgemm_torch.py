@@ -240,6 +240,10 @@ def main():
     except ImportError:
         print("SKIPPED: torch is not installed for this python3 (KFORGE_WITH_TORCH=1 scripts/install-deps.sh)")
         return 0
+    if torch.version.cuda is None:
+        print(f"SKIPPED: torch {torch.__version__} is a CPU-only build; the op links torch's CUDA libraries "
+              "(c10_cuda, torch_cuda): install a CUDA build of torch (no GPU needed to build)")
+        return 0
     if mode == "gpu" and not torch.cuda.is_available():
         print("SKIPPED: torch sees no CUDA device")
         return 0

@@ -113,20 +113,7 @@ def _register_python_parts():
                      f"{tuple(b.shape)}: their K differ")
         torch._check(a.dtype == b.dtype, lambda: "kforge::hgemm: a and b must have the same dtype")
         return a.new_empty((a.shape[0], b.shape[1]))
-
-    # Gradients through the same op: dA = dC B^T (B^T is column-major when B is row-major: the TN
-    # layout), dB = A^T dC (A^T is copied to row-major by the op).
-    def setup_context(ctx, inputs, output):
-        a, b = inputs
-        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
-
-    def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        grad_a = torch.ops.kforge.hgemm(grad, b.t()) if ctx.needs_input_grad[0] else None
-        grad_b = torch.ops.kforge.hgemm(a.t(), grad) if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b
-
-    torch.library.register_autograd("kforge::hgemm", backward, setup_context=setup_context)
+    # Autograd is registered in C++ (hgemm_op.cpp): a Python autograd kernel would cost every call.
 
 
 def hgemm(a, b):

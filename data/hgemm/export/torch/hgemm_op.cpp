@@ -10,12 +10,14 @@
 //   returns a new (M, N) row-major tensor of a's dtype, C = A B with fp32 accumulation, enqueued
 //   on the current CUDA stream of a's device.
 //
-// The shape function for torch.compile (fake tensors) is registered from Python, next to the
-// autograd formula (__init__.py), so that it handles symbolic sizes.
+// Autograd is a C++ kernel (below): a Python one would add ~10-20 us of interpreter to every call,
+// gradients or not. The shape function for torch.compile (fake tensors) is registered from Python
+// (__init__.py: torch.library.register_fake), where symbolic sizes come for free.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "kforge_hgemm.h"
@@ -119,6 +121,43 @@ at::Tensor hgemm_not_cuda(const at::Tensor& a, const at::Tensor& b) {
   return {};
 }
 
+// The op through the dispatcher (so that backward, and calls below autograd, reach whatever kernel
+// the inputs need: CUDA, fake, meta).
+at::Tensor call_hgemm(const at::Tensor& a, const at::Tensor& b) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("kforge::hgemm", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op.call(a, b);
+}
+
+// C = A B; dA = dC B^T (b.t() of a row-major B is column-major: the TN layout, no copy), dB = A^T dC
+// (A^T is copied to row-major by the op).
+class HgemmFunction : public torch::autograd::Function<HgemmFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+    ctx->save_for_backward({a, b});
+    const at::AutoDispatchBelowADInplaceOrView below;
+    return call_hgemm(a, b);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& a = saved[0];
+    const at::Tensor& b = saved[1];
+    const at::Tensor& g = grads[0];
+    at::Tensor grad_a, grad_b;
+    if (ctx->needs_input_grad(0)) grad_a = call_hgemm(g, b.t());
+    if (ctx->needs_input_grad(1)) grad_b = call_hgemm(a.t(), g);
+    return {grad_a, grad_b};
+  }
+};
+
+at::Tensor hgemm_autograd(const at::Tensor& a, const at::Tensor& b) {
+  if (c10::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())) return HgemmFunction::apply(a, b);
+  const at::AutoDispatchBelowADInplaceOrView below;  // no graph to record: straight to the kernel
+  return call_hgemm(a, b);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(kforge, m) {
@@ -135,3 +174,5 @@ TORCH_LIBRARY(kforge, m) {
 TORCH_LIBRARY_IMPL(kforge, CUDA, m) { m.impl("hgemm", &hgemm_cuda); }
 
 TORCH_LIBRARY_IMPL(kforge, CPU, m) { m.impl("hgemm", &hgemm_not_cuda); }
+
+TORCH_LIBRARY_IMPL(kforge, Autograd, m) { m.impl("hgemm", &hgemm_autograd); }
