@@ -29,6 +29,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/hash.hpp"
 #include "core/parallel.hpp"
 #include "core/subprocess.hpp"
@@ -113,6 +114,7 @@ void write_whole(const std::string& path, const std::string& content) {
 void publish(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0)
     KF_RUNTIME_ERROR("cannot move '%s' to '%s': %s", from.c_str(), to.c_str(), std::strerror(errno));
+  note_own_write(to);  // the judge's cache check tells this from a candidate's write
 }
 
 // `name` as execvp would find it: itself when it holds a '/', else the first executable on PATH;

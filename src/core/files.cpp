@@ -1,5 +1,6 @@
 #include "core/files.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,7 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.hpp"
 
@@ -71,6 +74,59 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     std::remove(tmp.c_str());
     KF_RUNTIME_ERROR("cannot move '%s' to '%s': %s", tmp.c_str(), path.c_str(), std::strerror(err));
   }
+  note_own_write(path);
+}
+
+namespace {
+
+// One spelling per file: absolute and lexically normal (a cache folder given as "dir/" or
+// relative lists its files as the same strings the writers used).
+std::string own_key(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  return (ec ? fs::path(path) : p).lexically_normal().string();
+}
+
+struct OwnWrites {
+  std::mutex mutex;
+  std::unordered_map<std::string, FileStamp> stamps;
+};
+
+OwnWrites& own_writes() {
+  static OwnWrites* w = new OwnWrites;  // never destroyed: writers may run during exit
+  return *w;
+}
+
+}  // namespace
+
+bool stamp_of(const std::string& path, FileStamp& out) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  out.ino = uintmax_t(st.st_ino);
+  out.size = uintmax_t(st.st_size);
+  out.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  out.ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return true;
+}
+
+void note_own_write(const std::string& path) {
+  FileStamp s;
+  if (!stamp_of(path, s)) return;
+  OwnWrites& w = own_writes();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  w.stamps[own_key(path)] = s;
+}
+
+bool is_own_write(const std::string& path, const FileStamp& now) {
+  OwnWrites& w = own_writes();
+  const std::string key = own_key(path);
+  std::lock_guard<std::mutex> lock(w.mutex);
+  auto it = w.stamps.find(key);
+  return it != w.stamps.end() && it->second == now;
+}
+
+bool is_transient_name(const std::string& filename) {
+  return filename.find(".tmp.") != std::string::npos || filename.rfind(".kforge-probe-", 0) == 0;
 }
 
 std::string read_file(const std::string& path) {
@@ -79,6 +135,38 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::map<std::string, FileStamp> list_files(const std::string& dir,
+                                            const std::function<bool(const std::string&, int)>& skip_dir) {
+  std::map<std::string, FileStamp> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const std::string path = it->path().string();
+    if (it->is_symlink(ec)) continue;
+    if (it->is_directory(ec)) {
+      if (skip_dir && skip_dir(path, it.depth())) it.disable_recursion_pending();
+      continue;
+    }
+    if (is_transient_name(it->path().filename().string())) continue;
+    FileStamp st;
+    if (stamp_of(path, st)) out[path] = st;
+  }
+  return out;
+}
+
+std::pair<std::string, std::string> foreign_change(const std::map<std::string, FileStamp>& before,
+                                                   const std::map<std::string, FileStamp>& after) {
+  for (const auto& [path, st] : before) {
+    auto it = after.find(path);
+    if (it == after.end()) return {path, "removed"};
+    if (it->second != st && !is_own_write(path, it->second)) return {path, "changed"};
+  }
+  for (const auto& [path, st] : after)
+    if (!before.count(path) && !is_own_write(path, st)) return {path, "created"};
+  return {};
 }
 
 }  // namespace kforge

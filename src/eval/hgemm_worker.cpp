@@ -186,20 +186,17 @@ std::string forbidden_library(pid_t pid) {
   return "";
 }
 
-// (size, mtime) of every file under kforge's cache folder, to see whether a candidate changed one.
-std::map<std::string, std::pair<uintmax_t, int64_t>> cache_listing() {
-  std::map<std::string, std::pair<uintmax_t, int64_t>> out;
-  std::error_code ec;
-  const std::string dir = cache_dir();
-  if (!std::filesystem::is_directory(dir, ec)) return out;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    struct stat st {};
-    if (::stat(it->path().c_str(), &st) != 0) continue;
-    out[it->path().string()] = {uintmax_t(st.st_size), int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-  }
-  return out;
+// The stamp of every file under kforge's cache folder that a candidate must not touch, to see
+// whether one was written while it ran. Left out: what kforge only has in passing (the compile
+// cache's in-flight work folders tmp-XXXXXX, write_file_atomic's NAME.tmp.PID), and the PyTorch
+// evaluator's extension builds under torch/ (written by its worker processes; the HGEMM judge
+// never reads them).
+std::map<std::string, FileStamp> cache_listing() {
+  return list_files(cache_dir(), [](const std::string& path, int depth) {
+    const std::filesystem::path p(path);
+    const std::string name = p.filename().string();
+    return (name.rfind("tmp-", 0) == 0 && p.parent_path().filename() == "compile") || (depth == 0 && name == "torch");
+  });
 }
 
 // A failure of an executor: the candidate's verdict gets `code`.
@@ -393,15 +390,18 @@ class Judge {
         w_.baseline.reset();
       }
     }
-    // Files of kforge's own (the ceilings cache, compiled objects) changed while the candidate ran.
+    // Files of kforge's own (the ceilings cache, compiled objects) changed, or new ones planted
+    // (a compiled object under the key of code not yet judged would skip the static scan), while
+    // the candidate ran; kforge's own concurrent writes (serve compiles ahead) are told apart.
     const auto cache_after = cache_listing();
-    for (const auto& [path, st] : cache_before) {
-      auto it = cache_after.find(path);
-      if (it == cache_after.end() || it->second != st) {
-        v_.reasons.insert(v_.reasons.begin(), reason::kTampered);
-        v_.message = "a file of kforge's cache changed while the candidate ran: " + path;
-        if (path == ceilings_cache_path(w_.dev)) w_.ceilings_tampered = true;
-        break;
+    if (const auto [path, what] = foreign_change(cache_before, cache_after); !path.empty()) {
+      v_.reasons.insert(v_.reasons.begin(), reason::kTampered);
+      v_.message = "a file of kforge's cache was " + what + " while the candidate ran: " + path;
+      if (path == ceilings_cache_path(w_.dev)) {
+        w_.ceilings_tampered = true;
+      } else if (what != "removed") {
+        std::error_code ec;
+        std::filesystem::remove(path, ec);  // never served from the cache: the next use rebuilds it
       }
     }
     if (w_.ceilings_tampered) {  // put the judge's own measurement back
