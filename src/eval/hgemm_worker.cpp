@@ -33,6 +33,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "core/files.hpp"
 #include "core/json.hpp"
@@ -579,9 +580,16 @@ class Judge {
   bool gpu_idle(double* seen = nullptr) {
     // Another context's work shows as time slices of ~2 ms (1,856 us seen on the H200 against
     // ~30 us idle); the bound leaves room for the host's own jitter, and a slow probe is repeated.
+    // The probe is timed on the host (so that it sees a wait behind another context's slice), so a
+    // judge thread that the OS put aside (nvcc on every core in `serve`) looks like a busy GPU: a
+    // slow probe is tried up to three times more, and the fastest counts. Another context's work
+    // holds the GPU for far longer than those four probes take, so it still shows.
     const double bound = 2 * w_.idle_probe_us + 100.0;
     double p = probe_once(s_);
-    if (p > bound) p = std::min(p, probe_once(s_));
+    for (int i = 0; i < 3 && p > bound; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      p = std::min(p, probe_once(s_));
+    }
     if (seen) *seen = p;
     return p <= bound;
   }
