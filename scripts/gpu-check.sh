@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [gaps] [pdl] [repeat] [serve] [serve-trl] [tune] [ours] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [offgrid-kernels] [gaps] [pdl] [repeat] [serve] [serve-trl] [tune] [ours] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
 #   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv)
@@ -13,6 +13,12 @@
 #   threads the exported C API from eight fresh host threads x 1,000 calls over mixed shapes, every
 #           output checked in fp64 (GpuTest.EightHostThreads*), its per-call host cost past 16
 #           problems (GpuTest.ApiHostCost*), then the dispatcher's odd shapes (threads.log)
+#   offgrid-kernels  the decode family and the padded Hopper twins (issue 18) verified first: every
+#           decode variant on a sweep of M 1..32 x odd N and K (split-K with its workspace), chained
+#           decode calls sharing a workspace, every padded variant on K or N % 8 != 0, the
+#           dispatcher's odd shapes, resident CTAs (~30-60 s; ctest-offgrid-kernels.log); then, unless
+#           OFFGRID_KERNELS_BENCH=0, every variant vs cuBLASLt on 8 decode and unaligned shapes
+#           (offgrid-kernels-variants.csv, ~40 s)
 #   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
 #           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
 #           at its faster one: the even-numbered half first, then the odd half if OFFGRID_BUDGET
@@ -225,6 +231,17 @@ print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), *(f'{m.__na
     --steps "${TRL_STEPS:-3}" "${trl_hgemm[@]}" >"$out/serve-trl.log" 2>&1 || rc=$?
   grep -E "kforge rewards per step|rewards by task|server verdicts|^OK|FAIL|Error|error:" "$out/serve-trl.log" | tail -8 || true
   echo "serve-trl: exit $rc after $(( $(date +%s) - t0 )) s$([ $rc = 124 ] && echo ' (TRL_TIMEOUT ran out)')"
+fi
+if has offgrid-kernels; then
+  echo "== decode and padded kernels: GPU correctness, then every variant on decode and unaligned shapes"
+  timeout 150 ctest --test-dir "$build" --output-on-failure \
+    -R "DecodeVariants|DecodeChained|PaddedVariants|DispatcherServesOddShapes|ResidentCtas" 2>&1 |
+    tee "$out/ctest-offgrid-kernels.log" | grep -E "verifications|chained|Passed|Failed|SKIPPED|tests passed|Expected|Which is|\*\*\*|: .*failed" | head -40 || true
+  if [ "${OFFGRID_KERNELS_BENCH:-1}" != 0 ]; then
+    timeout 120 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
+      --shapes 8x8192x8192,7x12288x4096,24x24576x1536,1x4096x4096,16x3072x3072,4095x4097x4093,1000x1001x1003,1536x1536x1530 \
+      --out "$out/offgrid-kernels.csv" --variants-out "$out/offgrid-kernels-variants.csv" 2>&1 | tail -24 || true
+  fi
 fi
 if has threads; then
   echo "== the exported C API from eight host threads (every call checked), and its host cost"

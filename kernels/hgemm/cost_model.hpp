@@ -40,6 +40,30 @@ inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
   return std::ceil(double(m) / c.bm) * std::ceil(double(n) / c.bn) * c.splitk;
 }
 
+// The decode family (Family::kSkinny): memory-bound by design. Its CTAs ((N / bn) x S, S chosen by
+// auto_splits) each keep (stages - 1) K tiles of loads in flight, so that the achieved bandwidth is
+// that of the CTAs' in-flight bytes over a loaded DRAM latency (~1.5 us), up to ~90% of the
+// device's; the mma.sync work on MT padded rows runs at about half the wgmma rate; S > 1 adds the
+// reduction kernel (a launch, and the partials written and read once).
+inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
+                                  int resident) {
+  const double sms = std::max(1, d.sms);
+  const int res = resident > 0 ? resident : 2 * int(sms);
+  const int s = c.splitk_auto ? auto_splits(c, n, k, res) : std::max(1, c.splitk);
+  const double tiles = std::ceil(double(n) / c.bn);
+  const double ctas = tiles * s;
+  const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
+  const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
+  const double per_cta_bw = double(std::max(1, c.stages - 1)) * (c.bm + c.bn) * c.bk * 2.0 / 1.5;  // bytes per us
+  const double in_flight_bw = std::min(ctas, double(res)) * per_cta_bw;
+  const double mem_us = bytes / std::min(0.9 * bw, in_flight_bw);
+  const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
+  const double busy = std::min(1.0, ctas / sms);
+  const double mma_us = 2.0 * c.bm * (tiles * c.bn) * k / (tflops * 1e6 * 0.5 * busy);
+  const double reduce_us = s > 1 ? 2.0 + 2.0 * s * double(m) * n * 4.0 / bw : 0.0;
+  return std::max(mem_us, mma_us) + reduce_us + 2.0;
+}
+
 // Predicted microseconds of configuration `c` on M x N x K. `resident` is how many CTAs of the
 // variant fit at once on the device (whole clusters: a split-K cluster must fit in one GPC, so
 // fewer may than SMs); 0 when unknown (then one per SM). Waves of resident CTAs times one CTA's
@@ -48,6 +72,7 @@ inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
 // launch cost.
 inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                            int resident) {
+  if (c.family == Family::kSkinny) return skinny_predicted_us(c, m, n, k, d, resident);
   const double ctas = cta_count(c, m, n);
   const double sms = std::max(1, d.sms);
   const double res = resident > 0 ? double(resident) : sms;
@@ -63,11 +88,24 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   const double tile_us = 2.0 * area * k_per / (tflops * 1e6 / sms * eff);
   // fp16: each input read once, the output written once.
   const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
-  const double mem_us = bytes / ((d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3);
+  double mem_us = bytes / ((d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3);
+  // A tile whose rows are mostly padding (M under half of bm: decode shapes) streams B through one
+  // pipeline per column tile at about 0.45 of the bandwidth cuBLASLt reaches (measured 0.46-0.62
+  // of cuBLASLt on issue 18's decode shapes with 64-row tiles).
+  if (2 * m < c.bm) mem_us /= 0.45;
   // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
   // a plain launch doing the same per-CTA work (docs/perf-notes.md).
   const double reduce_us = c.splitk > 1 ? 5.0 : 0.0;
-  return std::max(waves * sharing * tile_us, mem_us) + reduce_us + 2.0;
+  // A padded variant first copies the operands whose rows are not 16-byte multiples: A when
+  // K % 8 != 0; B when K or N % 8 != 0 (charged for both layouts: a K-major B needs it only for K),
+  // each read and written once at ~70% of the bandwidth, one launch each.
+  double pad_us = 0;
+  if (c.pad) {
+    const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;
+    if (k % 8 != 0) pad_us += 4.0 * double(m) * k / (0.7 * bw) + 2.0;
+    if (k % 8 != 0 || n % 8 != 0) pad_us += 4.0 * double(k) * n / (0.7 * bw) + 2.0;
+  }
+  return std::max(waves * sharing * tile_us, mem_us) + reduce_us + pad_us + 2.0;
 }
 
 }  // namespace kforge::kernels

@@ -43,6 +43,19 @@ double neighbour_radius() {
 
 bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
 
+int64_t small_m_limit() {
+  static const int64_t limit = [] {
+    size_t count = 0;
+    const KernelVariant* all = variants(&count);
+    int64_t l = 0;
+    for (size_t i = 0; i < count; ++i) l = std::max<int64_t>(l, all[i].config.max_m);
+    return l;
+  }();
+  return limit;
+}
+
+bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
+
 int resident_ctas_cached(const KernelVariant& v, int dev) {
   if (dev < 0 || dev >= kMaxCachedDevices || !v.resident_ctas) return 0;
   size_t count = 0;
@@ -76,11 +89,18 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
   if (!valid(p)) return nullptr;
   size_t count = 0;
   const KernelVariant* all = variants(&count);
+  // Decode shapes (small_m_regime) are the decode family's when one of its variants serves them;
+  // the model ranks within it (the wide-tile families' time on them is what it models worst:
+  // measured 0.46-0.62 of cuBLASLt). A tuned entry overrides this, as everywhere.
+  bool decode = false;
+  for (size_t i = 0; i < count && !decode; ++i)
+    decode = all[i].config.max_m > 0 && runs_on(all[i], family_cc) && all[i].supports(&p);
   const KernelVariant* best = nullptr;
   double best_us = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < count; ++i) {
     const KernelVariant& v = all[i];
     if (!runs_on(v, family_cc) || !v.supports(&p)) continue;
+    if (decode && v.config.max_m == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
   }
@@ -102,6 +122,16 @@ const KernelVariant* table_choice(const DispatchEntry* table, size_t n, const kf
   return nullptr;
 }
 
+const KernelVariant* padded_twin(const KernelVariant& v) {
+  if (v.config.pad) return nullptr;
+  size_t count = 0;
+  const KernelVariant* all = variants(&count);
+  for (size_t i = 0; i < count; ++i)
+    if (all[i].config.pad && all[i].layout == v.layout && all[i].acc == v.acc && same_but_pad(all[i].config, v.config))
+      return &all[i];
+  return nullptr;
+}
+
 Dispatcher::Dispatcher(const DispatchEntry* table, size_t n)
     : table_(table), n_(table ? n : 0), id_(g_next_dispatcher_id.fetch_add(1)) {
   for (size_t i = 0; i < n_; ++i) {
@@ -109,7 +139,8 @@ Dispatcher::Dispatcher(const DispatchEntry* table, size_t n)
     exact_[problem_hash(e.m, e.n, e.k, e.layout, e.acc)].push_back(i);
     const KernelVariant* v = find_variant(e.variant);
     if (v && e.m >= 1 && e.n >= 1 && e.k >= 1)
-      coords_.push_back({std::log(double(e.m)), std::log(double(e.n)), std::log(double(e.k)), v, e.layout, e.acc});
+      coords_.push_back({std::log(double(e.m)), std::log(double(e.n)), std::log(double(e.k)), v, e.layout, e.acc,
+                         small_m_regime(e.m), padded_twin(*v)});
   }
 }
 
@@ -128,6 +159,7 @@ const KernelVariant* Dispatcher::exact(const kforge_hgemm_problem& p, int cc) co
 const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const {
   if (!valid(p) || coords_.empty()) return nullptr;
   const double lm = std::log(double(p.m)), ln = std::log(double(p.n)), lk = std::log(double(p.k));
+  const bool small_m = small_m_regime(p.m);
   struct Near {
     double dist;
     const KernelVariant* v;
@@ -136,12 +168,16 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   double nearest = std::numeric_limits<double>::infinity();
   for (const Coord& c : coords_) {
     if (c.layout != p.layout || c.acc != p.acc || !runs_on(*c.v, d.cc)) continue;
+    // Decode shapes are their own regime: a tuned M = 64 entry says nothing about M = 8.
+    if (c.small_m != small_m) continue;
     const double dist = std::sqrt((c.lm - lm) * (c.lm - lm) + (c.ln - ln) * (c.ln - ln) + (c.lk - lk) * (c.lk - lk));
     const double radius = neighbour_radius();
     if (dist > nearest + radius) continue;
-    if (!c.v->supports(&p)) continue;  // e.g. a TMA winner for a shape with K % 8 != 0
+    // A TMA winner for a shape with K or N % 8 != 0 proposes its padded twin.
+    const KernelVariant* v = c.v->supports(&p) ? c.v : c.twin && c.twin->supports(&p) ? c.twin : nullptr;
+    if (!v) continue;
     if (dist < nearest) nearest = dist;
-    near.push_back({dist, c.v});
+    near.push_back({dist, v});
   }
   if (near.empty()) return nullptr;
   // The nearest entry and those within the radius of it, each variant once; at most 16 proposals.
@@ -169,7 +205,7 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& d, 
   else if ((c.variant = model_choice(p, d, dev, d.cc))) c.how = Choice::How::kModel;
   if (!c.variant) return c;
   // TMA needs 16-byte aligned bases: an unaligned call goes to the sm_80 family, which takes any.
-  c.unaligned = c.variant->config.family == Family::kSm80 ? c.variant : model_choice(p, d, dev, 80);
+  c.unaligned = c.variant->config.family != Family::kSm90 ? c.variant : model_choice(p, d, dev, 80);
   c.workspace = c.variant->workspace_size(&p);
   if (c.unaligned) c.workspace = std::max(c.workspace, c.unaligned->workspace_size(&p));
   return c;

@@ -2,13 +2,15 @@
 //
 // In order:
 //  1. the tuned table's entry for exactly this problem, when its variant supports it here;
-//  2. nearest neighbours: the tuned entries of the same layout and accumulation whose variants
-//     support the problem, by distance in (log M, log N, log K); the nearest entry and every entry
+//  2. nearest neighbours: the tuned entries of the same layout, accumulation and M regime (decode,
+//     M <= small_m_limit(), or not) whose variants support the problem, by distance in
+//     (log M, log N, log K) (a TMA winner proposes its padded twin for K or N % 8 != 0); the nearest entry and every entry
 //     within kNeighbourRadius of it propose their variants, and the cost model (cost_model.hpp)
 //     picks among the proposals (a tie-break between near-equal neighbours, which also sees this
 //     shape's own wave count);
-//  3. no neighbour can serve it (no table, or K or N not a multiple of 8 for the TMA kernels): the
-//     cost model's best over every variant that supports it on this device.
+//  3. no neighbour can serve it (no table, or no tuned entry of its regime): the cost model's best
+//     over every variant that supports it on this device (for a decode shape, over the decode
+//     family's variants that serve it).
 // Nothing depends on variant names: a renamed or added variant is ranked by its KernelConfig.
 #pragma once
 #include <cstddef>
@@ -37,6 +39,15 @@ double neighbour_radius();
 // Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).
 bool runs_on(const KernelVariant& v, int cc);
 
+// The largest M a decode-family variant serves (the largest KernelConfig::max_m; 0 without any),
+// and whether `m` is in that regime. Tuned entries in one regime are not neighbours of problems in
+// the other: the grid's M = 64 winners say nothing about M = 8, which the decode family serves.
+int64_t small_m_limit();
+// The padded twin of `v` (KernelConfig::pad, otherwise the same configuration, layout and
+// accumulation), or nullptr when it has none or is one.
+const KernelVariant* padded_twin(const KernelVariant& v);
+bool small_m_regime(int64_t m);
+
 // CTAs of `v` resident at once on device `dev` (whole clusters), asked once per (device, variant)
 // and cached; 0 when unknown (no GPU, dev < 0, or the query failed). Thread-safe.
 int resident_ctas_cached(const KernelVariant& v, int dev);
@@ -48,7 +59,7 @@ double predicted_us(const KernelVariant& v, const kforge_hgemm_problem& p, const
 // What the per-call path needs for one problem, resolved once.
 struct Choice {
   const KernelVariant* variant = nullptr;    // for 16-byte aligned pointers
-  const KernelVariant* unaligned = nullptr;  // for pointers that are not (the sm_80 family; == variant when that is one)
+  const KernelVariant* unaligned = nullptr;  // for pointers that are not (a variant of a family without TMA; == variant when it is one)
   size_t workspace = 0;                      // max of both variants' workspace needs
   enum class How { kNone, kTable, kNeighbour, kModel } how = How::kNone;
 };
@@ -83,6 +94,8 @@ class Dispatcher {
     const KernelVariant* v;
     kforge_hgemm_layout layout;
     kforge_hgemm_acc acc;
+    bool small_m;              // small_m_regime(m)
+    const KernelVariant* twin;  // v's padded twin (K or N % 8 != 0), or nullptr
   };
   const DispatchEntry* table_;
   size_t n_;

@@ -18,6 +18,7 @@ namespace kforge::kernels {
 enum class Family : int {
   kSm90 = 0,  // sm_90a: TMA, wgmma, mbarrier pipeline, warp-specialised, persistent or cluster split-K
   kSm80 = 1,  // sm_80+: cp.async, ldmatrix, mma.sync (also what serves Ampere)
+  kSkinny = 2,  // sm_80+: decode shapes (M <= max_m): mma.sync with M as the mma's n8 side, split-K chosen at run time
 };
 
 // One kernel configuration. Fields a family does not use are 0.
@@ -31,7 +32,30 @@ struct KernelConfig {
   bool persistent = false;     // sm90: one CTA per SM looping over tiles
   bool pingpong = false;       // sm90: consumers alternate whole tiles (else they split each tile)
   int multicast = 1;           // sm90: CTAs of a cluster along M sharing each B tile through TMA multicast
+  bool pad = false;            // sm90: rows that are not 16-byte multiples (K or N % 8 != 0) re-pitched into the workspace
+  bool splitk_auto = false;    // skinny: the split count is chosen per problem (auto_splits), splitk is its maximum
+  int max_m = 0;               // skinny: the largest M served (0: any M)
 };
+
+// Whether two configurations are the same kernel but for `pad` (a plain variant and its padded twin).
+inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
+  return a.family == b.family && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.stages == b.stages &&
+         a.consumers == b.consumers && a.splitk == b.splitk && a.group_m == b.group_m && a.persistent == b.persistent &&
+         a.pingpong == b.pingpong && a.multicast == b.multicast && a.splitk_auto == b.splitk_auto && a.max_m == b.max_m;
+}
+
+// The split-K count of a variant whose splits are chosen at run time (splitk_auto): as many K
+// slices (at most c.splitk, each at least two K tiles long) as keep the ceil(N / bn) x S CTAs within
+// `resident` (one wave of the CTAs that fit at once). Shared by the kernel and the cost model.
+inline int auto_splits(const KernelConfig& c, int64_t n, int64_t k, int resident) {
+  if (c.bn <= 0 || c.bk <= 0) return 1;
+  const int64_t tiles = (n + c.bn - 1) / c.bn;
+  const int64_t k_tiles = (k + c.bk - 1) / c.bk;
+  int64_t s = resident > 0 ? resident / tiles : 1;
+  if (s > c.splitk) s = c.splitk;
+  if (s > k_tiles / 2) s = k_tiles / 2;
+  return s < 1 ? 1 : int(s);
+}
 
 // Return codes of a variant's run(), beyond 0.
 enum : int {

@@ -204,6 +204,7 @@ struct Params {
   __half* c;
   int m, n, k;
   int tiles_m, tiles_n, k_tiles;
+  int vec_c;  // C rows 16-byte aligned (N % 8 == 0): whole 8-element chunks stored at once; else element-wise
 };
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
@@ -394,8 +395,15 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
               const int row = wrow0 + r, col = tn * BN + chunk * 64 + c8;
               if (row < p.m && col < p.n) {
                 __half* dst = p.c + int64_t(row) * p.n + col;
-                // n % 8 == 0 whenever this variant runs: a chunk of 8 is all in or all out.
-                *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(&stage[r * T::kStageRow + c8]);
+                if (p.vec_c) {
+                  // N % 8 == 0: a chunk of 8 is all in or all out, and 16-byte aligned.
+                  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(&stage[r * T::kStageRow + c8]);
+                } else {
+                  // N % 8 != 0 (the re-pitched path): rows are only 2-byte aligned.
+#pragma unroll
+                  for (int q = 0; q < 8; ++q)
+                    if (col + q < p.n) dst[q] = stage[r * T::kStageRow + c8 + q];
+                }
               }
             }
             __syncwarp();
@@ -464,12 +472,12 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
           sum = make_float4(__half2float(__float2half(sum.x)), __half2float(__float2half(sum.y)),
                             __half2float(__float2half(sum.z)), __half2float(__float2half(sum.w)));
         }
-        if (col + 3 < p.n) {
+        if (p.vec_c && col + 3 < p.n) {
           const __half2 lo = __floats2half2_rn(sum.x, sum.y), hi = __floats2half2_rn(sum.z, sum.w);
           uint2 packed;
           packed.x = *reinterpret_cast<const uint32_t*>(&lo);
           packed.y = *reinterpret_cast<const uint32_t*>(&hi);
-          *reinterpret_cast<uint2*>(dst) = packed;  // n % 8 == 0 whenever this variant runs
+          *reinterpret_cast<uint2*>(dst) = packed;  // N % 8 == 0: 8-byte aligned
         } else {
           const float s4[4] = {sum.x, sum.y, sum.z, sum.w};
           for (int q = 0; q < 4 && col + q < p.n; ++q) dst[q] = __float2half(s4[q]);
@@ -629,9 +637,9 @@ struct Gemm {
     return c;
   }
 
-  // TMA needs 16-byte aligned bases and row pitches: K % 8 == 0 (A and a K-major B), N % 8 == 0
-  // (an N-major B and C's paired stores); sizes within int range for the coordinates.
-  static bool supports(const kforge_hgemm_problem* p) {
+  // Everything but the alignment of rows: layout and accumulation, sizes within int range for the
+  // coordinates, tile indices within 32 bits.
+  static bool supports_shape(const kforge_hgemm_problem* p) {
 #ifdef KFORGE_HGEMM_NO_SM90A
     // Built without sm_90a code (CMAKE_CUDA_ARCHITECTURES lacks 90a): the kernel body is a trap.
     (void)p;
@@ -640,10 +648,15 @@ struct Gemm {
     if (!p || p->layout != L || p->acc != ACC) return false;
     if (p->m < 1 || p->n < 1 || p->k < 1) return false;
     if (p->m > (int64_t(1) << 30) || p->n > (int64_t(1) << 30) || p->k > (int64_t(1) << 30)) return false;
-    if (p->k % 8 != 0 || p->n % 8 != 0) return false;
     const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + BN - 1) / BN);
     if (tiles > 0x7FFFFFFF) return false;  // tile indices are 32-bit in the kernel
     return true;
+  }
+
+  // TMA needs 16-byte aligned bases and row pitches: K % 8 == 0 (A and a K-major B), N % 8 == 0
+  // (an N-major B, and C's 16-byte stores). Padded<> below serves the other shapes.
+  static bool supports(const kforge_hgemm_problem* p) {
+    return supports_shape(p) && p->k % 8 == 0 && p->n % 8 == 0;
   }
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
@@ -702,20 +715,32 @@ struct Gemm {
 
   static int run(const kforge_hgemm_args* a, cudaStream_t stream) {
     if (!a || !supports(&a->problem) || !a->a || !a->b || !a->c) return kRunUnsupported;
+    if ((reinterpret_cast<uintptr_t>(a->a) | reinterpret_cast<uintptr_t>(a->b) | reinterpret_cast<uintptr_t>(a->c)) % 16)
+      return kRunUnsupported;
+    const kforge_hgemm_problem& pr = a->problem;
+    return launch(a->a, uint64_t(pr.k), a->b, uint64_t(L == KFORGE_HGEMM_TN ? pr.k : pr.n), a->c, pr, stream);
+  }
+
+  // The GEMM of `pr` with A rows `lda` elements apart and B rows (tn: N rows of K; nn: K rows of N)
+  // `ldb` apart, both multiples of 8 with 16-byte aligned bases; C is pr.n wide (any N: rows that
+  // are not 16-byte multiples are stored element-wise). For run() and Padded<>.
+  static int launch(const void* A, uint64_t lda, const void* B, uint64_t ldb, void* C, const kforge_hgemm_problem& pr,
+                    cudaStream_t stream) {
     const int dev = current_device();
     const DeviceAttrs d = device_attrs(dev);
     if (d.cc != 90) return kRunUnsupported;  // sm_90a code only: Hopper's wgmma and setmaxnreg
     if (d.sms <= 0) return kRunLaunchFailed;
-    if ((reinterpret_cast<uintptr_t>(a->a) | reinterpret_cast<uintptr_t>(a->b) | reinterpret_cast<uintptr_t>(a->c)) % 16)
+    if (lda % 8 != 0 || ldb % 8 != 0 ||
+        (reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(B) | reinterpret_cast<uintptr_t>(C)) % 16)
       return kRunUnsupported;
-    const kforge_hgemm_problem& pr = a->problem;
     CUtensorMap ma, mb;
-    if (!cached_map(&ma, a->a, uint64_t(pr.k), uint64_t(pr.m), uint64_t(pr.k), BM)) return kRunNoTensorMap;
-    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, a->b, uint64_t(pr.k), uint64_t(pr.n), uint64_t(pr.k), BN / MCAST)
-                                           : cached_map(&mb, a->b, uint64_t(pr.n), uint64_t(pr.k), uint64_t(pr.n), kBK);
+    if (!cached_map(&ma, A, uint64_t(pr.k), uint64_t(pr.m), lda, BM)) return kRunNoTensorMap;
+    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, B, uint64_t(pr.k), uint64_t(pr.n), ldb, BN / MCAST)
+                                           : cached_map(&mb, B, uint64_t(pr.n), uint64_t(pr.k), ldb, kBK);
     if (!ok_b) return kRunNoTensorMap;
     Params p;
-    p.c = static_cast<__half*>(a->c);
+    p.c = static_cast<__half*>(C);
+    p.vec_c = pr.n % 8 == 0;
     p.m = int(pr.m);
     p.n = int(pr.n);
     p.k = int(pr.k);
@@ -769,6 +794,139 @@ struct Gemm {
       return kRunLaunchFailed;
     }
     return 0;
+  }
+};
+
+
+// ---------------------------------------------------------------------------------------------
+// K or N not a multiple of 8: the same kernels on operands re-pitched into the workspace
+// ---------------------------------------------------------------------------------------------
+// TMA needs row pitches that are multiples of 16 bytes. An operand whose rows are not (A and a
+// K-major B when K % 8 != 0, an N-major B when N % 8 != 0) is copied into the workspace with its
+// rows padded to the next multiple of 8 elements, and the kernel reads the copy; the tensor maps
+// keep the true sizes, so TMA fills everything past K or N with zeros and the padding's contents
+// never matter. C is written in place (element-wise where N % 8 != 0). The copy is one extra pass
+// over the operand (read + write), small against the GEMM for the shapes where the Hopper kernels
+// are worth it; the cost model charges it (cost_model.hpp), and the tuner measures it.
+
+// dst[r][c] = src[r * cols + c] for c < cols, 0 for cols <= c < ld; 8 elements (one 16-byte store)
+// per thread, grid-stride. Waits for the kernel before it on the stream (programmatic launch).
+// (A template only so that the header may be included in several translation units.)
+template <int kUnused = 0>
+__global__ void __launch_bounds__(256) repitch_kernel(const __half* __restrict__ src, int64_t rows, int64_t cols,
+                                                      __half* __restrict__ dst, int64_t ld) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+  const int64_t per_row = ld / 8;
+  const int64_t chunks = rows * per_row;
+  const unsigned short* s = reinterpret_cast<const unsigned short*>(src);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c0 = (i % per_row) * 8;
+    const unsigned short* row = s + r * cols;
+    uint32_t w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (c0 + j < cols) w[j >> 1] |= uint32_t(__ldg(row + c0 + j)) << (16 * (j & 1));
+    *reinterpret_cast<uint4*>(dst + r * ld + c0) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+inline int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
+
+// Where Padded<> puts the copies: which operands are copied, their pitches, and the workspace
+// they take (each copy 256-byte aligned, plus 256 bytes to align the workspace's base).
+struct PadPlan {
+  bool copy_a = false, copy_b = false;
+  int64_t lda = 0, ldb = 0;
+  size_t off_b = 0;  // bytes from the aligned base
+  size_t bytes = 0;  // workspace needed (0: no copy)
+};
+
+inline PadPlan pad_plan(const kforge_hgemm_problem& p) {
+  PadPlan pl;
+  const bool tn = p.layout == KFORGE_HGEMM_TN;
+  pl.copy_a = p.k % 8 != 0;
+  pl.copy_b = tn ? p.k % 8 != 0 : p.n % 8 != 0;
+  pl.lda = pl.copy_a ? round8(p.k) : p.k;
+  pl.ldb = tn ? (pl.copy_b ? round8(p.k) : p.k) : (pl.copy_b ? round8(p.n) : p.n);
+  const size_t a_bytes = pl.copy_a ? (size_t(p.m) * size_t(pl.lda) * 2 + 255) / 256 * 256 : 0;
+  const size_t b_bytes = pl.copy_b ? size_t(tn ? p.n : p.k) * size_t(pl.ldb) * 2 : 0;
+  pl.off_b = a_bytes;
+  pl.bytes = pl.copy_a || pl.copy_b ? 256 + a_bytes + b_bytes : 0;
+  return pl;
+}
+
+template <class G>
+struct Padded {
+  static constexpr KernelConfig config() {
+    KernelConfig c = G::config();
+    c.pad = true;
+    return c;
+  }
+
+  // Only the shapes the plain variant refuses: K or N not a multiple of 8.
+  static bool supports(const kforge_hgemm_problem* p) {
+    return G::supports_shape(p) && (p->k % 8 != 0 || p->n % 8 != 0);
+  }
+
+  static size_t workspace_size(const kforge_hgemm_problem* p) { return supports(p) ? pad_plan(*p).bytes : 0; }
+
+  static int resident_ctas() { return G::resident_ctas(); }
+
+  static int copy(const __half* src, int64_t rows, int64_t cols, __half* dst, int64_t ld, cudaStream_t stream) {
+    const int64_t chunks = rows * (ld / 8);
+    const int sms = std::max(1, sm_count());
+    const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((chunks + 255) / 256, int64_t(sms) * 8));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = dim3(unsigned(blocks));
+    cfg.blockDim = dim3(256);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    if (programmatic_launch_enabled()) {
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.numAttrs = 1;
+      if (cudaLaunchKernelEx(&cfg, repitch_kernel<>, src, rows, cols, dst, ld) == cudaSuccess) return 0;
+      cudaGetLastError();
+      cfg.numAttrs = 0;
+    }
+    if (cudaLaunchKernelEx(&cfg, repitch_kernel<>, src, rows, cols, dst, ld) != cudaSuccess) {
+      cudaGetLastError();
+      return kRunLaunchFailed;
+    }
+    return 0;
+  }
+
+  static int run(const kforge_hgemm_args* a, cudaStream_t stream) {
+    if (!a || !supports(&a->problem) || !a->a || !a->b || !a->c) return kRunUnsupported;
+    // Bases 16-byte aligned as for the plain kernels (unaligned pointers go to a family without
+    // TMA: kforge_hgemm's fallback).
+    if ((reinterpret_cast<uintptr_t>(a->a) | reinterpret_cast<uintptr_t>(a->b) | reinterpret_cast<uintptr_t>(a->c)) % 16)
+      return kRunUnsupported;
+    if (device_cc() != 90) return kRunUnsupported;
+    const kforge_hgemm_problem& pr = a->problem;
+    const PadPlan pl = pad_plan(pr);
+    if (pl.bytes > 0 && (a->workspace == nullptr || a->workspace_bytes < pl.bytes)) return kRunUnsupported;
+    const uintptr_t ws = reinterpret_cast<uintptr_t>(a->workspace);
+    uint8_t* base = reinterpret_cast<uint8_t*>((ws + 255) / 256 * 256);
+    const void* A = a->a;
+    const void* B = a->b;
+    if (pl.copy_a) {
+      __half* dst = reinterpret_cast<__half*>(base);
+      if (const int rc = copy(static_cast<const __half*>(a->a), pr.m, pr.k, dst, pl.lda, stream)) return rc;
+      A = dst;
+    }
+    if (pl.copy_b) {
+      __half* dst = reinterpret_cast<__half*>(base + pl.off_b);
+      const bool tn = pr.layout == KFORGE_HGEMM_TN;
+      if (const int rc = copy(static_cast<const __half*>(a->b), tn ? pr.n : pr.k, tn ? pr.k : pr.n, dst, pl.ldb, stream))
+        return rc;
+      B = dst;
+    }
+    return G::launch(A, uint64_t(pl.lda), B, uint64_t(pl.ldb), a->c, pr, stream);
   }
 };
 

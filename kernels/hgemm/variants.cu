@@ -7,6 +7,7 @@
 #include "kernels/hgemm/kernel_api.hpp"
 #include "kernels/hgemm/sm80_gemm.cuh"
 #include "kernels/hgemm/sm90_gemm.cuh"
+#include "kernels/hgemm/skinny_gemm.cuh"
 
 namespace kforge::kernels {
 namespace {
@@ -24,22 +25,27 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_BOTH_LAYOUTS(FAMILY, A, AN, ...) \
   FAMILY(KFORGE_HGEMM_NN, A, "nn", AN, __VA_ARGS__) FAMILY(KFORGE_HGEMM_TN, A, "tn", AN, __VA_ARGS__)
 
+// Every sm_90a kernel comes as two rows: the variant, and its padded twin ("pad_" + name), the same
+// kernel on operands re-pitched into the workspace, which serves only K or N not a multiple of 8.
+#define KF_SM90_ROWS(NAME, L, A, ...) \
+  entry<__VA_ARGS__>(NAME, L, A), entry<sm90::Padded<__VA_ARGS__>>("pad_" NAME, L, A),
+
 // sm_90a: BM, BN, stages, consumer warpgroups, split-K cluster, rasterisation group, persistent.
-#define KF_SM90(L, A, LN, AN, BM, BN, ST, C, SK, G, P)                                                          \
-  entry<sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>>("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) \
-                                                   "_c" KF_STR(C) "_k" KF_STR(SK) "_g" KF_STR(G) "_" #P,         \
-                                                   L, A),
+#define KF_SM90(L, A, LN, AN, BM, BN, ST, C, SK, G, P)                                                        \
+  KF_SM90_ROWS("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c" KF_STR(C) "_k" KF_STR(SK) \
+               "_g" KF_STR(G) "_" #P,                                                                         \
+               L, A, sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A>)
 
 // Ping-pong schedule: two consumer warpgroups alternate whole tiles (persistent).
-#define KF_SM90_PP(L, A, LN, AN, BM, BN, ST, G)                                                        \
-  entry<sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>>(                                           \
-      "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_pp", L, A),
+#define KF_SM90_PP(L, A, LN, AN, BM, BN, ST, G)                                                                   \
+  KF_SM90_ROWS("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_pp", L, A, \
+               sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true>)
 #define KF_SM90_PP_F32(...) KF_BOTH_LAYOUTS(KF_SM90_PP, KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
 
 // 2-CTA clusters along M sharing each B tile through TMA multicast (persistent, cooperative).
-#define KF_SM90_MC(L, A, LN, AN, BM, BN, ST, G)                                                        \
-  entry<sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, false, 2>>(                                       \
-      "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_mc2", L, A),
+#define KF_SM90_MC(L, A, LN, AN, BM, BN, ST, G)                                                                    \
+  KF_SM90_ROWS("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_mc2", L, A, \
+               sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, false, 2>)
 #define KF_SM90_MC_F32(...) KF_BOTH_LAYOUTS(KF_SM90_MC, KFORGE_HGEMM_ACC_F32, "f32", __VA_ARGS__)
 
 // fp32 accumulation: the tuned space.
@@ -53,6 +59,13 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
                                                   "_w" KF_STR(WM) "x" KF_STR(WN) "_s" KF_STR(ST),             \
                                                   L, A),
 #define KF_SM80_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SM80, A, AN, __VA_ARGS__)
+
+// Decode (M <= MT): MT rows, BN columns, BK, warps, stages; split-K chosen per problem.
+#define KF_SKINNY(L, A, LN, AN, MT, BN, BK, W, ST)                                                             \
+  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A>>("skinny_" LN "_" AN "_m" KF_STR(MT) "x" KF_STR(BN) "x" KF_STR(BK) \
+                                               "_w" KF_STR(W) "_s" KF_STR(ST),                                  \
+                                               L, A),
+#define KF_SKINNY_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY, A, AN, __VA_ARGS__)
 
 const KernelVariant kVariants[] = {
     // Large shapes: persistent, two consumer warpgroups, grouped rasterisation.
@@ -104,6 +117,17 @@ const KernelVariant kVariants[] = {
     KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 64, 64, 32, 2, 2, 4)
     KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 64, 64, 1, 2, 4)
     KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 64, 64, 32, 2, 2, 4)
+
+    // Decode family (M <= 8, 16, 32): B streamed once, split-K filling the device in one wave.
+    // 64-column tiles with 128-deep K tiles (16 KiB of B per stage), 128-column ones with 64-deep.
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 8, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 8, 128, 64, 4, 6)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 16, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 16, 128, 64, 4, 6)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 8, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 16, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 32, 64, 128, 4, 4)
 };
 
 }  // namespace

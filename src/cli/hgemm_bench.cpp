@@ -341,7 +341,8 @@ void run_bench(const BenchOptions& o, const std::string& command) {
   else if (!o.tune_from.empty())  // users' shapes added to a table they start from (e.g. the shipped one)
     tuned = DispatchTable::load(o.tune_from == "shipped" ? shipped_table_path() : o.tune_from);
   tuned.device = dev.name;
-  DeviceBuffer ours_ws(size_t(1) << 20, "kforge workspace");
+  // As much workspace as the neediest variant of any planned problem asks for (decode split-K partials).
+  DeviceBuffer ours_ws(workspace_bytes_for(plan.shapes, plan.layouts, plan.acc, dev, size_t(1) << 20), "kforge workspace");
   Operands ops;
   ops.pool = DeviceBuffer(pool_bytes, "operand pool");
   Timer timer(s, dev.l2_bytes, o.seed);
@@ -656,7 +657,7 @@ void run_variants(const VariantsOptions& o) {
                                  : c.pingpong  ? "ping-pong"
                                  : c.persistent ? "persistent"
                                                 : "one tile";
-    const int cluster = std::max(c.splitk, c.multicast);
+    const int cluster = c.splitk_auto ? 1 : std::max(c.splitk, c.multicast);  // decode: separate CTAs
     const int resident = dev && (hopper || !sm90) && r.v->resident_ctas ? r.v->resident_ctas() : 0;
     std::string extra;
     if (shape) {

@@ -48,6 +48,23 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
   return out;
 }
 
+size_t workspace_bytes_for(const std::vector<Shape>& shapes, const std::vector<Layout>& layouts, Acc acc,
+                           const DeviceInfo& dev, size_t floor_bytes) {
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  const bool hopper = dev.cc_major == 9 && dev.cc_minor == 0;
+  size_t need = floor_bytes;
+  for (const Shape& sh : shapes)
+    for (Layout l : layouts) {
+      const kforge_hgemm_problem abi = HgemmProblem{sh, l, acc}.abi();
+      for (size_t i = 0; i < count; ++i) {
+        if (all[i].config.family == kernels::Family::kSm90 && !hopper) continue;
+        if (all[i].supports(&abi)) need = std::max(need, all[i].workspace_size(&abi));
+      }
+    }
+  return need;
+}
+
 bool needs_tuning(const DispatchTable& tuned, const kforge_hgemm_problem& p, bool retune, bool retune_stale) {
   if (retune) return true;
   const nlohmann::json* done = tuned.row(p.m, p.n, p.k, p.layout, p.acc);

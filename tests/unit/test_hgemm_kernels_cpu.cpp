@@ -31,7 +31,7 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
   const kernels::KernelVariant* all = kernels::variants(&count);
   ASSERT_GT(count, 20u);
   std::set<std::string> names;
-  int sm80 = 0, sm90 = 0;
+  int sm80 = 0, sm90 = 0, skinny = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
     EXPECT_TRUE(names.insert(v.name).second) << "duplicate name " << v.name;
@@ -39,17 +39,26 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
     EXPECT_GT(v.config.bm, 0);
     EXPECT_GT(v.config.bn, 0);
     EXPECT_GE(v.config.splitk, 1);
-    (v.config.family == kernels::Family::kSm80 ? sm80 : sm90)++;
+    (v.config.family == kernels::Family::kSm80 ? sm80 : v.config.family == kernels::Family::kSm90 ? sm90 : skinny)++;
+    // Decode variants serve M up to their max_m, every other variant any M.
+    const int64_t m_ok = v.config.max_m > 0 ? v.config.max_m : 256;
     // Each variant serves only its own layout and accumulation.
     const kforge_hgemm_problem other_layout = prob(256, 256, 256, v.layout == KFORGE_HGEMM_NN ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, v.acc);
     EXPECT_FALSE(v.supports(&other_layout)) << v.name;
-    const kforge_hgemm_problem mine = prob(256, 256, 256, v.layout, v.acc);
+    // Padded twins serve only K or N not a multiple of 8.
+    const kforge_hgemm_problem mine = prob(m_ok, 256, v.config.pad ? 250 : 256, v.layout, v.acc);
     EXPECT_TRUE(v.supports(&mine)) << v.name;
+    if (v.config.max_m > 0) {
+      const kforge_hgemm_problem taller = prob(v.config.max_m + 1, 256, 256, v.layout, v.acc);
+      EXPECT_FALSE(v.config.pad) << v.name;
+      EXPECT_FALSE(v.supports(&taller)) << v.name;
+    }
     const kforge_hgemm_problem empty = prob(0, 256, 256, v.layout, v.acc);
     EXPECT_FALSE(v.supports(&empty)) << v.name;
   }
   EXPECT_GT(sm80, 0);
   EXPECT_GT(sm90, 0);
+  EXPECT_GT(skinny, 0);
   EXPECT_EQ(kernels::find_variant("no_such_variant"), nullptr);
   EXPECT_EQ(kernels::find_variant(nullptr), nullptr);
 }
@@ -58,11 +67,29 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
   for (size_t i = 0; i < count; ++i) {
-    const kforge_hgemm_problem odd_k = prob(64, 64, 60, all[i].layout, all[i].acc);
-    const kforge_hgemm_problem odd_n = prob(64, 60, 64, all[i].layout, all[i].acc);
-    if (all[i].config.family == kernels::Family::kSm90) {
+    const int64_t m = all[i].config.max_m > 0 ? all[i].config.max_m : 64;
+    const kforge_hgemm_problem odd_k = prob(m, 64, 60, all[i].layout, all[i].acc);
+    const kforge_hgemm_problem odd_n = prob(m, 60, 64, all[i].layout, all[i].acc);
+    const kforge_hgemm_problem even = prob(64, 64, 64, all[i].layout, all[i].acc);
+    if (all[i].config.family == kernels::Family::kSm90 && !all[i].config.pad) {
       EXPECT_FALSE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_FALSE(all[i].supports(&odd_n)) << all[i].name;
+      // Its padded twin takes them, and only them.
+      const kernels::KernelVariant* twin = kernels::padded_twin(all[i]);
+      ASSERT_NE(twin, nullptr) << all[i].name;
+      EXPECT_TRUE(twin->config.pad);
+      EXPECT_TRUE(twin->supports(&odd_k)) << twin->name;
+      EXPECT_TRUE(twin->supports(&odd_n)) << twin->name;
+      EXPECT_FALSE(twin->supports(&even)) << twin->name;
+      EXPECT_EQ(std::string(twin->name), std::string("pad_") + all[i].name);
+      // Its workspace is the copies: A (M x K rounded up to 8) when K % 8 != 0, B when its rows are
+      // K (tn) or N (nn) long and not a multiple of 8; 256-byte aligned, plus 256 for the base.
+      const size_t wk = twin->workspace_size(&odd_k), wn = twin->workspace_size(&odd_n);
+      EXPECT_EQ(wk, 256u + 64 * 64 * 2 + (all[i].layout == KFORGE_HGEMM_TN ? 64 * 64 * 2 : 0)) << twin->name;
+      EXPECT_EQ(wn, all[i].layout == KFORGE_HGEMM_NN ? 256u + 64 * 64 * 2 : 0u) << twin->name;
+      EXPECT_EQ(twin->workspace_size(&even), 0u);
+    } else if (all[i].config.pad) {
+      EXPECT_EQ(kernels::padded_twin(all[i]), nullptr);
     } else {
       EXPECT_TRUE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_TRUE(all[i].supports(&odd_n)) << all[i].name;
@@ -80,7 +107,7 @@ TEST(HgemmKernels, DispatcherAlwaysHasASoundChoice) {
           const kernels::KernelVariant* v = kernels::choose(nullptr, 0, p, 132, cc);
           ASSERT_NE(v, nullptr) << m << "x" << n << "x" << k << " cc " << cc;
           EXPECT_TRUE(v->supports(&p)) << v->name;
-          if (cc != 90) EXPECT_EQ(v->config.family, kernels::Family::kSm80) << v->name << " on cc " << cc;
+          if (cc != 90) EXPECT_NE(v->config.family, kernels::Family::kSm90) << v->name << " on cc " << cc;
         }
       }
     }
@@ -245,12 +272,16 @@ TEST(HgemmKernels, OffTableShapesTakeTheirNearestTunedNeighbours) {
   EXPECT_STREQ(pick(48, 80, 12000).variant->name, c);
   // The exact entry wins over every neighbour.
   EXPECT_EQ(pick(8192, 8192, 8192).how, kernels::Choice::How::kTable);
-  // K not a multiple of 8: no TMA neighbour serves it; the cost model's choice of the sm_80 family.
+  // K not a multiple of 8: the nearest TMA winner's padded twin; its workspace holds the copies,
+  // and an unaligned pointer still has a family without TMA to go to.
   x = pick(1000, 1000, 1003);
-  EXPECT_EQ(x.how, kernels::Choice::How::kModel);
-  EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80);
+  EXPECT_EQ(x.how, kernels::Choice::How::kNeighbour);
+  EXPECT_EQ(x.variant, kernels::padded_twin(*kernels::find_variant(a)));
   const kforge_hgemm_problem odd = prob(1000, 1000, 1003);
   EXPECT_TRUE(x.variant->supports(&odd));
+  EXPECT_GE(x.workspace, size_t(1000) * 1008 * 2 * 2);
+  ASSERT_NE(x.unaligned, nullptr);
+  EXPECT_NE(x.unaligned->config.family, kernels::Family::kSm90);
   // On an Ampere device the Hopper entries propose nothing.
   x = disp.resolve(prob(1000, 1000, 1000), kernels::nominal_device_model(108, 80), -1);
   EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80);
@@ -296,12 +327,104 @@ TEST(HgemmKernels, CostModelRanksConfigurationsNotNames) {
   // aligned shape on 9.0, the sm_80 family on 8.0 and for K % 8 != 0.
   EXPECT_EQ(kernels::model_choice(prob(8192, 8192, 8192), 132, 90)->config.family, kernels::Family::kSm90);
   EXPECT_EQ(kernels::model_choice(prob(8192, 8192, 8192), 108, 80)->config.family, kernels::Family::kSm80);
-  EXPECT_EQ(kernels::model_choice(prob(8192, 8192, 8190), 132, 90)->config.family, kernels::Family::kSm80);
+  // K % 8 != 0 on Hopper: a padded Hopper kernel beats the sm_80 family (the copies are small
+  // against the GEMM); on Ampere the sm_80 family.
+  const kernels::KernelVariant* padded = kernels::model_choice(prob(8192, 8192, 8190), 132, 90);
+  EXPECT_EQ(padded->config.family, kernels::Family::kSm90);
+  EXPECT_TRUE(padded->config.pad);
+  EXPECT_EQ(kernels::model_choice(prob(8192, 8192, 8190), 108, 80)->config.family, kernels::Family::kSm80);
   const kernels::KernelVariant* v = kernels::model_choice(prob(8192, 8192, 8192), 132, 90);
   EXPECT_GE(v->config.bm * v->config.bn, 128 * 128) << v->name;
   // No hard-coded SM count: the same problem on a smaller device is predicted slower.
   EXPECT_GT(kernels::predicted_us(big, 8192, 8192, 8192, kernels::nominal_device_model(66, 90), 0),
             kernels::predicted_us(big, 8192, 8192, 8192, h, 0));
+}
+
+// The decode family's split count: one wave of resident CTAs, at most the config's maximum, at
+// least two K tiles per split, and no split at all when the column tiles fill the device.
+TEST(HgemmKernels, AutoSplitsFillOneWave) {
+  kernels::KernelConfig c;
+  c.family = kernels::Family::kSkinny;
+  c.bm = 16, c.bn = 64, c.bk = 128, c.stages = 4, c.splitk = 16, c.splitk_auto = true, c.max_m = 16;
+  for (int resident : {1, 132, 264, 396})
+    for (int64_t n : {1, 63, 64, 1000, 4096, 8192, 16384, 57344})
+      for (int64_t k : {1, 127, 256, 1536, 4096, 16384}) {
+        const int s = kernels::auto_splits(c, n, k, resident);
+        const int64_t tiles = (n + 63) / 64, k_tiles = (k + 127) / 128;
+        EXPECT_GE(s, 1);
+        EXPECT_LE(s, 16);
+        if (s > 1) {
+          EXPECT_LE(tiles * s, resident) << n << "x" << k << " on " << resident;
+          EXPECT_GE(k_tiles, 2 * s) << n << "x" << k;
+        }
+        if (tiles * 2 > resident) EXPECT_EQ(s, 1) << n << "x" << k << " on " << resident;
+      }
+  // 4096 columns on 264 slots (two CTAs per SM of 132): 64 tiles split 4 ways.
+  EXPECT_EQ(kernels::auto_splits(c, 4096, 4096, 264), 4);
+}
+
+// Decode variants take any N, K and alignment of their M range; their workspace is the split-K
+// partials (a whole number of fp32 M x N tiles, at most 16) or nothing.
+TEST(HgemmKernels, SkinnyVariantsServeDecodeShapes) {
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  int seen = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    if (v.config.family != kernels::Family::kSkinny) continue;
+    ++seen;
+    EXPECT_TRUE(v.config.splitk_auto) << v.name;
+    EXPECT_GT(v.config.max_m, 0) << v.name;
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {1, 4097, 4093}, {7, 12288, 4096},
+                           {3, 10507, 161}, {17, 3434, 6}, {32, 16, 5176}}) {
+      const kforge_hgemm_problem p = prob(m, n, k, v.layout, v.acc);
+      if (m > v.config.max_m) {
+        EXPECT_FALSE(v.supports(&p)) << v.name;
+        continue;
+      }
+      ASSERT_TRUE(v.supports(&p)) << v.name << " " << m << "x" << n << "x" << k;
+      const size_t ws = v.workspace_size(&p), tile = size_t(m) * size_t(n) * sizeof(float);
+      EXPECT_EQ(ws % tile, 0u) << v.name;
+      EXPECT_LE(ws / tile, 16u) << v.name;
+      EXPECT_NE(ws / tile, 1u) << v.name << ": one split needs no partials";
+    }
+  }
+  EXPECT_GE(seen, 4 * 2);  // both layouts, both accumulations, several M ranges
+}
+
+// Decode shapes go to the decode family, even with a tuned table whose nearest entries (M = 64)
+// are wide-tile winners: those are another regime and propose nothing. The choice carries the
+// workspace of its split-K partials; an unaligned pointer keeps the same variant (no TMA).
+TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
+  const char* wide = "sm90_tn_f32_64x64_s6_c1_k1_g0_false";
+  const kernels::DispatchEntry table[] = {{64, 8192, 8192, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, wide},
+                                          {64, 4096, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, wide},
+                                          {64, 4096, 4096, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32,
+                                           "sm90_nn_f32_64x64_s6_c1_k1_g0_false"}};
+  const kernels::Dispatcher disp(table, 3);
+  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  ASSERT_EQ(kernels::small_m_limit(), 32);
+  for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
+    for (auto a : {KFORGE_HGEMM_ACC_F32, KFORGE_HGEMM_ACC_F16})
+      for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{8, 8192, 8192}, {7, 12288, 4096}, {24, 24576, 1536},
+                             {1, 4096, 4096}, {32, 2048, 2048}, {13, 3072, 3072}}) {
+        const kforge_hgemm_problem p = prob(m, n, k, l, a);
+        const kernels::Choice c = disp.resolve(p, h, -1);
+        ASSERT_NE(c.variant, nullptr);
+        EXPECT_EQ(c.variant->config.family, kernels::Family::kSkinny) << m << "x" << n << "x" << k << ": " << c.variant->name;
+        EXPECT_EQ(c.how, kernels::Choice::How::kModel);
+        EXPECT_EQ(c.unaligned, c.variant);
+        EXPECT_EQ(c.workspace, c.variant->workspace_size(&p));
+      }
+  // Past the decode regime the table's neighbours serve again.
+  const kernels::Choice c = disp.resolve(prob(48, 8192, 8192), h, -1);
+  EXPECT_EQ(c.how, kernels::Choice::How::kNeighbour);
+  EXPECT_STREQ(c.variant->name, wide);
+  // A tuned decode entry is used exactly and as a neighbour of decode shapes.
+  const kernels::DispatchEntry tuned[] = {{8, 4096, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, wide}};
+  const kernels::Dispatcher d2(tuned, 1);
+  EXPECT_EQ(d2.resolve(prob(8, 4096, 4096), h, -1).how, kernels::Choice::How::kTable);
+  EXPECT_EQ(d2.resolve(prob(9, 4096, 4096), h, -1).how, kernels::Choice::How::kNeighbour);
 }
 
 TEST(HgemmKernels, VariantsFingerprintNamesThisBuildsSet) {
@@ -367,10 +490,16 @@ TEST(HgemmKernels, VariantsCommandListsTheCompiledSpace) {
   EXPECT_NE(r.out.find("sm90_tn_f32_128x128_s4_c2_k4_g0_false"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("_nn_"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("_f16_"), std::string::npos) << r.out;
-  r = test::run_kforge("hgemm variants --layout tn --acc f32 --shape 512x1024x1020");  // K % 8 != 0: sm80 only
+  // K % 8 != 0: the sm_80 family and the padded Hopper twins, no plain Hopper variant.
+  r = test::run_kforge("hgemm variants --layout tn --acc f32 --shape 512x1024x1020");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(r.out.find("sm90_"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nsm90_"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\npad_sm90_tn_f32_128x256_s4_c2_k1_g8_true"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sm80_tn_f32_"), std::string::npos) << r.out;
+  // A decode shape: the decode family is listed.
+  r = test::run_kforge("hgemm variants --layout tn --acc f32 --shape 8x8192x8192");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("skinny_tn_f32_m8x64x128_w4_s4"), std::string::npos) << r.out;
   for (const char* bad : {"--layout xx", "--acc f64", "--shape 512x1024x16384", "--layout tn --acc f32 --shape 0x1x1",
                           "--table t.json"}) {
     r = test::run_kforge(std::string("hgemm variants ") + bad);
