@@ -58,6 +58,15 @@ def _built_library(verbose):
         raise BuildError("cmake is not on PATH: it builds the export's library (or give an installed prefix)")
     log = build / "torch-op-library.log"
     build.mkdir(parents=True, exist_ok=True)
+    # Several processes may load at once (one per GPU under torchrun): one builds, the others wait
+    # for it and then find the library up to date.
+    import fcntl
+    with open(build / ".torch-op-library.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_locked(cmake, build, lib, log, verbose)
+
+
+def _build_locked(cmake, build, lib, log, verbose):
     steps = []
     if not (build / "CMakeCache.txt").is_file():
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
@@ -96,8 +105,12 @@ def load(prefix=None, build_directory=None, verbose=False):
     # without TORCH_CUDA_ARCH_LIST, fails doing so: give it one there; it changes no compiled code.
     if "TORCH_CUDA_ARCH_LIST" not in os.environ and not torch.cuda.is_available():
         os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    # The library is a linker flag to cpp_extension, not a dependency it tracks: its stamp in the
+    # flags makes a rebuilt library relink the op (cpp_extension versions the build on its flags).
+    st = lib.stat()
+    stamp = f"-DKFORGE_HGEMM_LIBRARY_STAMP={st.st_mtime_ns}{st.st_size}"
     cpp_extension.load(name="@NAME@_torch_op", sources=[str(_HERE / "hgemm_op.cpp")],
-                       extra_include_paths=[str(include)], extra_cflags=["-O2"],
+                       extra_include_paths=[str(include)], extra_cflags=["-O2", stamp],
                        extra_ldflags=[str(lib)], build_directory=str(out), with_cuda=True,
                        is_python_module=False, verbose=verbose)
     _register_python_parts()
