@@ -63,8 +63,8 @@ double num_or(const nlohmann::json& j, const char* a, const char* b, double dflt
 // the profile's seconds (ncu, its replays, the target's start) beside the verdict's (compile, then
 // judging: verify and time), as docs/optimize.md's table has them.
 void record_cost(const std::string& what, const nlohmann::json& verdict, double command_wall_s) {
-  const nlohmann::json& d = verdict["details"];
-  const nlohmann::json& p = d["profile"];
+  const nlohmann::json d = verdict.value("details", nlohmann::json::object());
+  const nlohmann::json p = d.value("profile", nlohmann::json::object());
   const std::string path = out_dir() + "/profile-cost.json";
   nlohmann::json all = nlohmann::json::array();
   if (fs::exists(path)) all = nlohmann::json::parse(read_file(path), nullptr, false);
