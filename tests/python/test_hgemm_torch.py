@@ -79,6 +79,19 @@ def cpu_tests(torch, kh):
     v = kh.version()
     check(v.startswith("kforge_hgemm") or "kforge" in v, f"version {v!r}")
     say(f"library: {v}")
+    # load(prefix=...): an installed package is found by its CMake package folder; a prefix
+    # without one is refused with a message that says what was looked for.
+    import subprocess, tempfile
+    build = kh._EXPORT / "build"
+    with tempfile.TemporaryDirectory() as prefix:
+        r = subprocess.run(f"cmake --build {build} >/dev/null && cmake --install {build} --prefix {prefix} >/dev/null",
+                           shell=True)
+        if check(r.returncode == 0, "cmake --build/--install of the export"):
+            inc, lib = kh._installed_library(prefix)
+            check((inc / "kforge_hgemm.h").is_file() and lib.name == "libkforge_hgemm_static.a",
+                  f"installed package resolved to {inc}, {lib}")
+        expect_error(lambda: kh._installed_library(prefix + "/nothing"), kh.BuildError,
+                     "holds no installed kforge_hgemm package", "a prefix without the package")
 
 
 def rel_err(x, ref):
