@@ -252,6 +252,7 @@ void serve_profile_on_request(const std::string& task_id, const std::string& ask
   EvalService service(so);
   EvalOptions eo = hgemm_eval_options("");
   eo.skip_timing = true;
+  eo.worker_command = {KFORGE_BINARY, "eval-worker"};  // the judge is kforge's, not this test program's
   eo.compile.include_dirs.push_back(kSource);
   service.add_task(make_hgemm_task(task_id, parse_hgemm_task(task_id), eo));
   ServeStore store(dir + "/serve.db");
