@@ -40,7 +40,8 @@ inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
   return std::ceil(double(m) / c.bm) * std::ceil(double(n) / c.bn) * c.splitk;
 }
 
-// The decode family (Family::kSkinny): memory-bound by design. Its CTAs ((N / bn) x S, S chosen by
+// The decode family (Family::kSkinny): memory-bound by design. Its CTAs ((N / bn) x S, or (M / bn)
+// x S with swapped roles, S chosen by
 // auto_splits) each keep (stages - 1) K tiles of loads in flight, so that the achieved bandwidth is
 // that of the CTAs' in-flight bytes over a loaded DRAM latency (~1.5 us), up to ~90% of the
 // device's; the mma.sync work on MT padded rows runs at about half the wgmma rate; S > 1 adds the
@@ -49,8 +50,9 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
                                   int resident) {
   const double sms = std::max(1, d.sms);
   const int res = resident > 0 ? resident : 2 * int(sms);
-  const int s = c.splitk_auto ? auto_splits(c, n, k, res) : std::max(1, c.splitk);
-  const double tiles = std::ceil(double(n) / c.bn);
+  const int64_t streamed = c.max_n > 0 ? m : n;  // swapped roles (small N): A is the streamed operand
+  const int s = c.splitk_auto ? auto_splits(c, streamed, k, res) : std::max(1, c.splitk);
+  const double tiles = std::ceil(double(streamed) / c.bn);
   const double ctas = tiles * s;
   const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
   const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);

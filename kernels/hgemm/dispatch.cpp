@@ -54,7 +54,19 @@ int64_t small_m_limit() {
   return limit;
 }
 
+int64_t small_n_limit() {
+  static const int64_t limit = [] {
+    size_t count = 0;
+    const KernelVariant* all = variants(&count);
+    int64_t l = 0;
+    for (size_t i = 0; i < count; ++i) l = std::max<int64_t>(l, all[i].config.max_n);
+    return l;
+  }();
+  return limit;
+}
+
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
+bool small_n_regime(int64_t n) { return n <= small_n_limit(); }
 
 int resident_ctas_cached(const KernelVariant& v, int dev) {
   if (dev < 0 || dev >= kMaxCachedDevices || !v.resident_ctas) return 0;
@@ -89,18 +101,18 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
   if (!valid(p)) return nullptr;
   size_t count = 0;
   const KernelVariant* all = variants(&count);
-  // Decode shapes (small_m_regime) are the decode family's when one of its variants serves them;
+  // Decode shapes (small_m_regime, or small_n_regime for the swapped roles) are the decode family's when one of its variants serves them;
   // the model ranks within it (the wide-tile families' time on them is what it models worst:
   // measured 0.46-0.62 of cuBLASLt). A tuned entry overrides this, as everywhere.
   bool decode = false;
   for (size_t i = 0; i < count && !decode; ++i)
-    decode = all[i].config.max_m > 0 && runs_on(all[i], family_cc) && all[i].supports(&p);
+    decode = (all[i].config.max_m > 0 || all[i].config.max_n > 0) && runs_on(all[i], family_cc) && all[i].supports(&p);
   const KernelVariant* best = nullptr;
   double best_us = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < count; ++i) {
     const KernelVariant& v = all[i];
     if (!runs_on(v, family_cc) || !v.supports(&p)) continue;
-    if (decode && v.config.max_m == 0) continue;
+    if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
   }
@@ -140,7 +152,7 @@ Dispatcher::Dispatcher(const DispatchEntry* table, size_t n)
     const KernelVariant* v = find_variant(e.variant);
     if (v && e.m >= 1 && e.n >= 1 && e.k >= 1)
       coords_.push_back({std::log(double(e.m)), std::log(double(e.n)), std::log(double(e.k)), v, e.layout, e.acc,
-                         small_m_regime(e.m), padded_twin(*v)});
+                         small_m_regime(e.m), small_n_regime(e.n), padded_twin(*v)});
   }
 }
 
@@ -159,7 +171,7 @@ const KernelVariant* Dispatcher::exact(const kforge_hgemm_problem& p, int cc) co
 const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const {
   if (!valid(p) || coords_.empty()) return nullptr;
   const double lm = std::log(double(p.m)), ln = std::log(double(p.n)), lk = std::log(double(p.k));
-  const bool small_m = small_m_regime(p.m);
+  const bool small_m = small_m_regime(p.m), small_n = small_n_regime(p.n);
   struct Near {
     double dist;
     const KernelVariant* v;
@@ -169,7 +181,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   for (const Coord& c : coords_) {
     if (c.layout != p.layout || c.acc != p.acc || !runs_on(*c.v, d.cc)) continue;
     // Decode shapes are their own regime: a tuned M = 64 entry says nothing about M = 8.
-    if (c.small_m != small_m) continue;
+    if (c.small_m != small_m || c.small_n != small_n) continue;
     const double dist = std::sqrt((c.lm - lm) * (c.lm - lm) + (c.ln - ln) * (c.ln - ln) + (c.lk - lk) * (c.lk - lk));
     const double radius = neighbour_radius();
     if (dist > nearest + radius) continue;

@@ -2,8 +2,8 @@
 //
 // In order:
 //  1. the tuned table's entry for exactly this problem, when its variant supports it here;
-//  2. nearest neighbours: the tuned entries of the same layout, accumulation and M regime (decode,
-//     M <= small_m_limit(), or not) whose variants support the problem, by distance in
+//  2. nearest neighbours: the tuned entries of the same layout, accumulation and regime (decode,
+//     M <= small_m_limit() or N <= small_n_limit(), or not) whose variants support the problem, by distance in
 //     (log M, log N, log K) (a TMA winner proposes its padded twin for K or N % 8 != 0); the nearest entry and every entry
 //     within kNeighbourRadius of it propose their variants, and the cost model (cost_model.hpp)
 //     picks among the proposals (a tie-break between near-equal neighbours, which also sees this
@@ -43,6 +43,9 @@ bool runs_on(const KernelVariant& v, int cc);
 // and whether `m` is in that regime. Tuned entries in one regime are not neighbours of problems in
 // the other: the grid's M = 64 winners say nothing about M = 8, which the decode family serves.
 int64_t small_m_limit();
+// The same for small N (decode variants with swapped roles: A streamed, KernelConfig::max_n).
+int64_t small_n_limit();
+bool small_n_regime(int64_t n);
 // The padded twin of `v` (KernelConfig::pad, otherwise the same configuration, layout and
 // accumulation), or nullptr when it has none or is one.
 const KernelVariant* padded_twin(const KernelVariant& v);
@@ -95,6 +98,7 @@ class Dispatcher {
     kforge_hgemm_layout layout;
     kforge_hgemm_acc acc;
     bool small_m;              // small_m_regime(m)
+    bool small_n;              // small_n_regime(n)
     const KernelVariant* twin;  // v's padded twin (K or N % 8 != 0), or nullptr
   };
   const DispatchEntry* table_;

@@ -1,6 +1,8 @@
 // kforge's decode (small-M) HGEMM kernel family: C[M,N] = A[M,K] * B for M <= 32, the shapes of
 // LLM decoding (a few tokens against a weight matrix). Memory-bound: the whole of B is streamed
 // once from DRAM, so the kernel is built to keep every SM's loads in flight, not to reuse tiles.
+// With SWAP the roles change sides for N <= 32 (M large: A is streamed, B is the small operand,
+// C is written transposed from the tile): below, "X" is the small operand and "W" the streamed one.
 //
 // Why not the wide-tile families: a 64-row wgmma tile (or the sm_80 family's 32..128-row tiles)
 // computes up to 64x the rows needed, and with N / 64 tiles a 4096-wide layer gives 64 CTAs for 132
@@ -84,6 +86,9 @@ using sm80::detail::st_shared_v4;
 __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
 
 // sm_90: wait for the grid this one depends on (programmatic launch), then let the next one start
 // its set-up. No-ops when launched without the attribute; absent before sm_90.
@@ -94,24 +99,29 @@ __device__ __forceinline__ void grid_dependency_wait() {
 #endif
 }
 
+// X is the small operand (<= MT rows of C's small side), W the streamed one: A and B, or (SWAP,
+// small N) B and A. xr, wr: their extents along C (M and N, or N and M).
 struct Params {
-  const __half* a;
-  const __half* b;
+  const __half* x;
+  const __half* w;
   __half* c;
-  float* ws;  // S > 1: S x M x N fp32 partials
-  int64_t m, n, k;
+  float* ws;  // S > 1: S x M x N fp32 partials, in C's layout
+  int64_t xr, wr, k;
   int k_tiles;  // ceil(K / BK)
   int splits;   // S = gridDim.y
-  int vec_a;    // A rows 16-byte aligned: cp.async for the X tile
-  int vec_b;    // B rows 16-byte aligned: cp.async for the W tile
-  int vec_c;    // C rows 16-byte aligned (N % 8 == 0, base aligned): 16-byte stores
-  int vec_ws;   // N % 4 == 0: float4 partial stores
+  int vec_x;    // X rows 16-byte aligned: cp.async for the X tile
+  int vec_w;    // W rows 16-byte aligned: cp.async for the W tile
+  int vec_c;    // C's row length % 4 == 0 and C 8-byte aligned: 8-byte stores
+  int vec_ws;   // C's row length % 4 == 0: float4 partial stores
 };
 
-template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC>
+template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP>
 struct Traits {
   static constexpr int kThreads = WARPS * 32;
-  static constexpr bool kNN = L == KFORGE_HGEMM_NN;
+  // W rows K-contiguous (tn B, or A when swapped); else W is B stored K rows of N (nn).
+  static constexpr bool kWK = SWAP || L == KFORGE_HGEMM_TN;
+  // X rows K-contiguous (A, or a tn B when swapped); else X is an nn B, K rows of N <= MT (swapped).
+  static constexpr bool kXK = !SWAP || L == KFORGE_HGEMM_TN;
   static constexpr bool kF32 = ACC == KFORGE_HGEMM_ACC_F32;
   static constexpr int kAccRegs = kF32 ? 4 : 2;
   static constexpr int NW = BN / 16;  // mma A fragments (16 columns of C each)
@@ -119,12 +129,14 @@ struct Traits {
   static constexpr int kSteps = BK / 16;
   static constexpr int kStepsPerWarp = kSteps / WARPS;
   static constexpr int kPad = 8;  // halves per shared-memory row
-  // X stage: MT rows x (BK + pad), K-contiguous.
-  static constexpr int kLdX = BK + kPad;
-  static constexpr int kStageX = MT * kLdX;
-  // W stage: tn BN rows x (BK + pad); nn BK rows x (BN + pad).
-  static constexpr int kLdW = kNN ? BN + kPad : BK + kPad;
-  static constexpr int kRowsW = kNN ? BK : BN;
+  // X stage: K-contiguous MT rows x (BK + pad); else BK rows x (MT + pad), the pad making the pitch
+  // an odd number of 16-byte units (MT = 8: 16 halves of pad).
+  static constexpr int kLdX = kXK ? BK + kPad : ((MT / 8 + 1) % 2 == 1 ? MT + kPad : MT + 2 * kPad);
+  static constexpr int kRowsX = kXK ? MT : BK;
+  static constexpr int kStageX = kRowsX * kLdX;
+  // W stage: K-contiguous BN rows x (BK + pad); else BK rows x (BN + pad).
+  static constexpr int kLdW = kWK ? BK + kPad : BN + kPad;
+  static constexpr int kRowsW = kWK ? BN : BK;
   static constexpr int kStageW = kRowsW * kLdW;
   static constexpr size_t kPipeBytes = size_t(STAGES) * (kStageX + kStageW) * sizeof(__half);
   // Per-warp fp32 partial tiles [WARPS][MT][BN + 4] (the pitch keeps a warp's fragment stores in 32
@@ -133,14 +145,14 @@ struct Traits {
   static constexpr size_t kRedBytes = size_t(WARPS) * MT * kLdR * sizeof(float);
   static constexpr size_t kSmemBytes = kPipeBytes > kRedBytes ? kPipeBytes : kRedBytes;
   // Copy geometry (16-byte chunks).
-  static constexpr int kCprX = BK / 8;
-  static constexpr int kChunksX = MT * kCprX;
+  static constexpr int kCprX = kXK ? BK / 8 : MT / 8;
+  static constexpr int kChunksX = kRowsX * kCprX;
   static constexpr int kItX = (kChunksX + kThreads - 1) / kThreads;
-  static constexpr int kCprW = kNN ? BN / 8 : BK / 8;
+  static constexpr int kCprW = kWK ? BK / 8 : BN / 8;
   static constexpr int kChunksW = kRowsW * kCprW;
   static constexpr int kItW = (kChunksW + kThreads - 1) / kThreads;
-  // Output: MT rows of BN / 4 float4 groups.
-  static constexpr int kGroups = MT * (BN / 4);
+  // Output: groups of 4 consecutive elements of a C row (MT rows of BN, or BN rows of MT when swapped).
+  static constexpr int kGroups = SWAP ? BN * (MT / 4) : MT * (BN / 4);
   static constexpr int kItO = (kGroups + kThreads - 1) / kThreads;
 
   static_assert(MT == 8 || MT == 16 || MT == 32, "MT (rows of C per CTA) must be 8, 16 or 32");
@@ -154,11 +166,12 @@ struct Traits {
   static_assert(kSmemBytes <= size_t(227) * 1024, "shared memory over the 227 KiB per-CTA budget");
 };
 
-template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool kGeneric>
+template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP,
+          bool kGeneric>
 __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  using T = Traits<MT, BN, BK, WARPS, STAGES, L, ACC>;
-  constexpr bool kNN = T::kNN;
+  using T = Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP>;
+  constexpr bool kWK = T::kWK, kXK = T::kXK;
   constexpr int NW = T::NW, NX = T::NX;
   using AccFrag = typename std::conditional<T::kF32, float[4], uint32_t[2]>::type;
 
@@ -172,62 +185,52 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
   grid_dependency_wait();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t M = p.m, N = p.n, K = p.k;
-  const int64_t n0 = int64_t(blockIdx.x) * BN;
+  const int64_t XR = p.xr, WR = p.wr, K = p.k;
+  const int64_t n0 = int64_t(blockIdx.x) * BN;  // first W row (column of C, or row when swapped)
   const int split = int(blockIdx.y);
   const int kt_begin = int((int64_t(p.k_tiles) * split) / p.splits);
   const int kt_end = int((int64_t(p.k_tiles) * (split + 1)) / p.splits);
   const int n_kt = kt_end - kt_begin;
-  const bool vec_a = kGeneric ? p.vec_a != 0 : true;
-  const bool vec_b = kGeneric ? p.vec_b != 0 : true;
+  const bool vec_x = kGeneric ? p.vec_x != 0 : true;
+  const bool vec_w = kGeneric ? p.vec_w != 0 : true;
 
   auto load_tile = [&](int kt, int s) {
     const int64_t k0 = int64_t(kt) * BK;
-    // X: rows m (< MT) of A, columns k0 + c * 8.
+    // X: K-contiguous rows r (< MT, ld K), columns k0 + c * 8; else rows k0 + r (ld XR), columns c * 8.
 #pragma unroll
     for (int it = 0; it < T::kItX; ++it) {
       const int idx = tid + it * T::kThreads;
       if ((T::kChunksX % T::kThreads == 0) || idx < T::kChunksX) {
         const int r = idx / T::kCprX, c = idx % T::kCprX;
-        const int64_t col = k0 + c * 8;
-        const bool row_ok = r < M;
         const uint32_t dst = sX0 + uint32_t(s) * kStageXBytes + uint32_t((r * T::kLdX + c * 8) * int(sizeof(__half)));
-        const __half* src = p.a + int64_t(r) * K + col;
-        if (vec_a) {
-          const bool ok = row_ok && col < K;  // K % 8 == 0 here: a chunk is all in or all out
-          cp_async_16(dst, ok ? src : p.a, ok);
+        const int64_t row = kXK ? int64_t(r) : k0 + r, col = kXK ? k0 + c * 8 : int64_t(c) * 8;
+        const int64_t rows = kXK ? XR : K, cols = kXK ? K : XR;
+        const bool row_ok = row < rows;
+        const __half* src = p.x + row * cols + col;
+        if (vec_x) {
+          const bool ok = row_ok && col < cols;  // cols % 8 == 0 here: a chunk is all in or all out
+          cp_async_16(dst, ok ? src : p.x, ok);
         } else {
-          st_shared_v4(dst, load8_guarded(src, row_ok, col, K));
+          st_shared_v4(dst, load8_guarded(src, row_ok, col, cols));
         }
       }
     }
-    // W: tn rows n0 + r (ld K), columns k0 + c * 8; nn rows k0 + r (ld N), columns n0 + c * 8.
+    // W: K-contiguous rows n0 + r (ld K), columns k0 + c * 8; else rows k0 + r (ld WR), columns n0 + c * 8.
 #pragma unroll
     for (int it = 0; it < T::kItW; ++it) {
       const int idx = tid + it * T::kThreads;
       if ((T::kChunksW % T::kThreads == 0) || idx < T::kChunksW) {
         const int r = idx / T::kCprW, c = idx % T::kCprW;
         const uint32_t dst = sW0 + uint32_t(s) * kStageWBytes + uint32_t((r * T::kLdW + c * 8) * int(sizeof(__half)));
-        if constexpr (kNN) {
-          const int64_t gk = k0 + r, col = n0 + c * 8;
-          const bool row_ok = gk < K;
-          const __half* src = p.b + gk * N + col;
-          if (vec_b) {
-            const bool ok = row_ok && col < N;
-            cp_async_16(dst, ok ? src : p.b, ok);
-          } else {
-            st_shared_v4(dst, load8_guarded(src, row_ok, col, N));
-          }
+        const int64_t row = kWK ? n0 + r : k0 + r, col = kWK ? k0 + c * 8 : n0 + c * 8;
+        const int64_t rows = kWK ? WR : K, cols = kWK ? K : WR;
+        const bool row_ok = row < rows;
+        const __half* src = p.w + row * cols + col;
+        if (vec_w) {
+          const bool ok = row_ok && col < cols;
+          cp_async_16(dst, ok ? src : p.w, ok);
         } else {
-          const int64_t gn = n0 + r, col = k0 + c * 8;
-          const bool row_ok = gn < N;
-          const __half* src = p.b + gn * K + col;
-          if (vec_b) {
-            const bool ok = row_ok && col < K;
-            cp_async_16(dst, ok ? src : p.b, ok);
-          } else {
-            st_shared_v4(dst, load8_guarded(src, row_ok, col, K));
-          }
+          st_shared_v4(dst, load8_guarded(src, row_ok, col, cols));
         }
       }
     }
@@ -244,16 +247,20 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
         else acc[i][j][r] = 0u;
       }
 
-  // ldmatrix lane offsets (bytes within a stage).
-  // X (rows m, K-contiguous), x4: m = L % 8 + (L / 16) * 8, k = ((L / 8) % 2) * 8; x2: lanes 0-15
-  // (16-31 repeat them: their addresses are ignored but stay inside the tile).
+  // ldmatrix lane offsets (bytes within a stage). x2 (MT = 8): lanes 0-15 as the x4's; 16-31 repeat
+  // them (their addresses are ignored but stay inside the tile).
+  // X K-contiguous (rows x), x4: x = L % 8 + (L / 16) * 8, k = ((L / 8) % 2) * 8.
+  // X K rows (swapped nn B), x4.trans: k = L % 8 + ((L / 8) % 2) * 8, x = (L / 16) * 8 (matrices:
+  // (k 0-7, x 0-7) = b0 and (k 8-15, x 0-7) = b1 of fragment 0, then the same for x 8-15).
   const int xl = MT == 8 ? (lane & 15) : lane;
-  const uint32_t x_off = uint32_t((((xl & 7) + ((xl >> 4) << 3)) * T::kLdX + ((xl >> 3) & 1) * 8) * int(sizeof(__half)));
-  // W tn (rows n): n = L % 16, k = (L / 16) * 8.  W nn (rows k), trans: k = L % 8 + (L / 16) * 8,
+  const uint32_t x_off =
+      kXK ? uint32_t((((xl & 7) + ((xl >> 4) << 3)) * T::kLdX + ((xl >> 3) & 1) * 8) * int(sizeof(__half)))
+          : uint32_t((((xl & 7) + ((xl >> 3) & 1) * 8) * T::kLdX + (xl >> 4) * 8) * int(sizeof(__half)));
+  // W K-contiguous (rows n): n = L % 16, k = (L / 16) * 8.  W K rows, trans: k = L % 8 + (L / 16) * 8,
   // n = ((L / 8) % 2) * 8.
-  const uint32_t w_off = kNN ? uint32_t((((lane & 7) + ((lane >> 4) << 3)) * T::kLdW + ((lane >> 3) & 1) * 8) *
-                                        int(sizeof(__half)))
-                             : uint32_t(((lane & 15) * T::kLdW + (lane >> 4) * 8) * int(sizeof(__half)));
+  const uint32_t w_off = !kWK ? uint32_t((((lane & 7) + ((lane >> 4) << 3)) * T::kLdW + ((lane >> 3) & 1) * 8) *
+                                         int(sizeof(__half)))
+                              : uint32_t(((lane & 15) * T::kLdW + (lane >> 4) * 8) * int(sizeof(__half)));
 
   // Prologue: K tiles 0 .. STAGES-2 of this slice, one commit group each (empty past the end).
 #pragma unroll
@@ -274,13 +281,19 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
     for (int q = 0; q < T::kStepsPerWarp; ++q) {
       const int kk = warp + q * WARPS;  // this warp's k16 step of the tile
       uint32_t xf[NX][2];
+      // Offsets of step kk and fragment pair j: K-contiguous X, kk * 16 columns and j * 16 rows; K-row
+      // X, kk * 16 rows and j * 16 columns.
+      constexpr int kStepX = kXK ? 16 : 16 * T::kLdX, kPairX = kXK ? 16 * T::kLdX : 16;
       if constexpr (MT == 8) {
-        ldmatrix_x2(xf[0], sX + uint32_t(kk * 16 * int(sizeof(__half))));
+        if constexpr (kXK) ldmatrix_x2(xf[0], sX + uint32_t(kk * kStepX * int(sizeof(__half))));
+        else ldmatrix_x2_trans(xf[0], sX + uint32_t(kk * kStepX * int(sizeof(__half))));
       } else {
 #pragma unroll
         for (int j = 0; j < NX / 2; ++j) {
           uint32_t r[4];
-          ldmatrix_x4(r, sX + uint32_t((j * 16 * T::kLdX + kk * 16) * int(sizeof(__half))));
+          const uint32_t addr = sX + uint32_t((j * kPairX + kk * kStepX) * int(sizeof(__half)));
+          if constexpr (kXK) ldmatrix_x4(r, addr);
+          else ldmatrix_x4_trans(r, addr);
           xf[2 * j][0] = r[0];
           xf[2 * j][1] = r[1];
           xf[2 * j + 1][0] = r[2];
@@ -290,7 +303,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
 #pragma unroll
       for (int w = 0; w < NW; ++w) {
         uint32_t wf[4];
-        if constexpr (kNN) ldmatrix_x4_trans(wf, sW + uint32_t((kk * 16 * T::kLdW + w * 16) * int(sizeof(__half))));
+        if constexpr (!kWK) ldmatrix_x4_trans(wf, sW + uint32_t((kk * 16 * T::kLdW + w * 16) * int(sizeof(__half))));
         else ldmatrix_x4(wf, sW + uint32_t((w * 16 * T::kLdW + kk * 16) * int(sizeof(__half))));
 #pragma unroll
         for (int j = 0; j < NX; ++j) mma_16816(acc[w][j], wf, xf[j]);
@@ -332,28 +345,31 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
   }
   __syncthreads();
 
-  // Sum the warps' partials in warp order, 4 columns per thread, and write them out.
+  // Sum the warps' partials in warp order, 4 consecutive elements of a C row per thread, and write
+  // them out: C[x][n0 + w] (row length WR), or swapped C[n0 + w][x] (row length XR).
+  const int64_t c_rows = SWAP ? WR : XR, c_cols = SWAP ? XR : WR;
 #pragma unroll
   for (int it = 0; it < T::kItO; ++it) {
     const int idx = tid + it * T::kThreads;
     if ((T::kGroups % T::kThreads != 0) && idx >= T::kGroups) continue;
-    const int m = idx / (BN / 4), c4 = (idx % (BN / 4)) * 4;
-    const int64_t col = n0 + c4;
-    if (m >= M || col >= N) continue;
-    float4 sum = *reinterpret_cast<const float4*>(&red[m * T::kLdR + c4]);
+    // (x, w) of the group's first element; the 4 go along w (normal) or along x (swapped).
+    const int gx = SWAP ? (idx % (MT / 4)) * 4 : idx / (BN / 4);
+    const int gw = SWAP ? idx / (MT / 4) : (idx % (BN / 4)) * 4;
+    const int64_t row = SWAP ? n0 + gw : gx, col = SWAP ? gx : n0 + gw;
+    if (row >= c_rows || col >= c_cols) continue;
+    float s4[4];
 #pragma unroll
-    for (int w = 1; w < WARPS; ++w) {
-      const float4 v = *reinterpret_cast<const float4*>(&red[w * (MT * T::kLdR) + m * T::kLdR + c4]);
-      sum.x += v.x;
-      sum.y += v.y;
-      sum.z += v.z;
-      sum.w += v.w;
+    for (int q = 0; q < 4; ++q) {
+      const int off = SWAP ? (gx + q) * T::kLdR + gw : gx * T::kLdR + gw + q;
+      float v = red[off];
+#pragma unroll
+      for (int w = 1; w < WARPS; ++w) v += red[w * (MT * T::kLdR) + off];
+      s4[q] = v;
     }
-    const float s4[4] = {sum.x, sum.y, sum.z, sum.w};
     if (p.splits == 1) {
-      __half* dst = p.c + int64_t(m) * N + col;
-      if (p.vec_c && col + 3 < N) {  // N % 8 == 0 and col % 4 == 0: 8-byte aligned
-        const __half2 lo = __floats2half2_rn(sum.x, sum.y), hi = __floats2half2_rn(sum.z, sum.w);
+      __half* dst = p.c + row * c_cols + col;
+      if (p.vec_c && col + 3 < c_cols) {  // row length % 4 == 0 and col % 4 == 0: 8-byte aligned
+        const __half2 lo = __floats2half2_rn(s4[0], s4[1]), hi = __floats2half2_rn(s4[2], s4[3]);
         uint2 packed;
         packed.x = *reinterpret_cast<const uint32_t*>(&lo);
         packed.y = *reinterpret_cast<const uint32_t*>(&hi);
@@ -361,16 +377,16 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
       } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          if (col + q < N) dst[q] = __float2half_rn(s4[q]);
+          if (col + q < c_cols) dst[q] = __float2half_rn(s4[q]);
       }
     } else {
-      float* dst = p.ws + (int64_t(split) * M + m) * N + col;
-      if (p.vec_ws && col + 3 < N) {  // N % 4 == 0: 16-byte aligned in the (256-byte aligned) workspace
-        *reinterpret_cast<float4*>(dst) = sum;
+      float* dst = p.ws + (int64_t(split) * c_rows + row) * c_cols + col;
+      if (p.vec_ws && col + 3 < c_cols) {  // 16-byte aligned in the (16-byte aligned) workspace
+        *reinterpret_cast<float4*>(dst) = make_float4(s4[0], s4[1], s4[2], s4[3]);
       } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          if (col + q < N) dst[q] = s4[q];
+          if (col + q < c_cols) dst[q] = s4[q];
       }
     }
   }
@@ -448,11 +464,11 @@ inline int launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, 
 
 }  // namespace detail
 
-// The variant. Serves M <= MT (any N, K >= 1, any 2-byte aligned pointers) of its layout and
-// accumulation; the workspace holds S x M x N fp32 partials when S > 1.
-template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC>
+// The variant. Serves M <= MT (SWAP: N <= MT), any other size, K >= 1 and any 2-byte aligned
+// pointers, of its layout and accumulation; the workspace holds S x M x N fp32 partials when S > 1.
+template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP = false>
 struct Gemm {
-  using Traits = detail::Traits<MT, BN, BK, WARPS, STAGES, L, ACC>;
+  using Traits = detail::Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP>;
   static constexpr size_t kSmemBytes = Traits::kSmemBytes;
   static constexpr int kThreads = Traits::kThreads;
   static constexpr int kMaxSplits = 16;
@@ -467,22 +483,24 @@ struct Gemm {
     c.consumers = WARPS;
     c.splitk = kMaxSplits;
     c.splitk_auto = true;
-    c.max_m = MT;
+    c.max_m = SWAP ? 0 : MT;
+    c.max_n = SWAP ? MT : 0;
     return c;
   }
 
   static bool supports(const kforge_hgemm_problem* p) {
     if (p == nullptr || p->layout != L || p->acc != ACC) return false;
-    if (p->m < 1 || p->n < 1 || p->k < 1 || p->m > MT) return false;
-    // Column tiles fit gridDim.x, K tiles an int; element counts fit int64.
-    if (p->n > (int64_t(1) << 40) || p->k > (int64_t(1) << 40)) return false;
-    if ((p->n + BN - 1) / BN > 0x7fffffff || (p->k + BK - 1) / BK > 0x7fffffff) return false;
+    const int64_t small = SWAP ? p->n : p->m, streamed = SWAP ? p->m : p->n;
+    if (p->m < 1 || p->n < 1 || p->k < 1 || small > MT) return false;
+    // Tiles of the streamed side fit gridDim.x, K tiles an int; element counts fit int64.
+    if (streamed > (int64_t(1) << 40) || p->k > (int64_t(1) << 40)) return false;
+    if ((streamed + BN - 1) / BN > 0x7fffffff || (p->k + BK - 1) / BK > 0x7fffffff) return false;
     return true;
   }
 
   static auto kernel_ptr(bool generic) {
-    return generic ? detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, true>
-                   : detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, false>;
+    return generic ? detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, true>
+                   : detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, false>;
   }
 
   // Occupancy of the vectorised kernel (the generic one has the same threads and shared memory).
@@ -509,7 +527,7 @@ struct Gemm {
   static int splits_for(const kforge_hgemm_problem* p) {
     int resident = resident_cached();
     if (resident <= 0) resident = 2 * std::max(1, device_attrs(current_device()).sms);
-    return auto_splits(config(), p->n, p->k, resident);
+    return auto_splits(config(), SWAP ? p->m : p->n, p->k, resident);
   }
 
   static size_t partial_bytes(const kforge_hgemm_problem* p, int splits) {
@@ -537,26 +555,29 @@ struct Gemm {
       splits = splits > 2 ? splits / 2 : 1;
 
     detail::Params prm;
-    prm.a = static_cast<const __half*>(args->a);
-    prm.b = static_cast<const __half*>(args->b);
+    prm.x = static_cast<const __half*>(SWAP ? args->b : args->a);
+    prm.w = static_cast<const __half*>(SWAP ? args->a : args->b);
     prm.c = static_cast<__half*>(args->c);
     prm.ws = splits > 1 ? static_cast<float*>(args->workspace) : nullptr;
-    prm.m = M;
-    prm.n = N;
+    prm.xr = SWAP ? N : M;
+    prm.wr = SWAP ? M : N;
     prm.k = K;
     prm.k_tiles = int((K + BK - 1) / BK);
     prm.splits = splits;
-    prm.vec_a = (K % 8 == 0) && (pa % 16 == 0);
-    prm.vec_b = (L == KFORGE_HGEMM_NN ? (N % 8 == 0) : (K % 8 == 0)) && (pb % 16 == 0);
-    prm.vec_c = (N % 8 == 0) && (pc % 16 == 0);
+    // A's rows are K long; B's are K (tn) or N (nn) long.
+    const bool a_ok = K % 8 == 0 && pa % 16 == 0;
+    const bool b_ok = (L == KFORGE_HGEMM_NN ? N % 8 == 0 : K % 8 == 0) && pb % 16 == 0;
+    prm.vec_x = SWAP ? b_ok : a_ok;
+    prm.vec_w = SWAP ? a_ok : b_ok;
+    prm.vec_c = N % 4 == 0 && pc % 8 == 0;
     prm.vec_ws = N % 4 == 0;
 
-    const bool generic = !(prm.vec_a && prm.vec_b);
+    const bool generic = !(prm.vec_x && prm.vec_w);
     auto kernel = kernel_ptr(generic);
     static std::atomic<uint64_t> done_vec{0}, done_gen{0};
     if (!ensure_smem_attribute(kernel, kSmemBytes, generic ? done_gen : done_vec)) return kRunLaunchFailed;
     const bool pdl = d.cc >= 90 && pdl_enabled();
-    const dim3 grid(unsigned((N + BN - 1) / BN), unsigned(splits));
+    const dim3 grid(unsigned((prm.wr + BN - 1) / BN), unsigned(splits));
     if (const int rc = detail::launch(kernel, grid, dim3(kThreads), kSmemBytes, stream, pdl, prm)) return rc;
     if (splits > 1) {
       const int64_t mn = M * N;

@@ -66,6 +66,12 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
                                                "_w" KF_STR(W) "_s" KF_STR(ST),                                  \
                                                L, A),
 #define KF_SKINNY_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY, A, AN, __VA_ARGS__)
+// Small N (N <= MT): the same kernel with A streamed and B the small operand.
+#define KF_SKINNY_T(L, A, LN, AN, MT, BN, BK, W, ST)                                                           \
+  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, true>>("skinny_" LN "_" AN "_n" KF_STR(MT) "x" KF_STR(BN) "x"    \
+                                                     KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST),                 \
+                                                     L, A),
+#define KF_SKINNY_T_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T, A, AN, __VA_ARGS__)
 
 const KernelVariant kVariants[] = {
     // Large shapes: persistent, two consumer warpgroups, grouped rasterisation.
@@ -128,6 +134,11 @@ const KernelVariant kVariants[] = {
     KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 8, 64, 128, 4, 4)
     KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 16, 64, 128, 4, 4)
     KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 32, 64, 128, 4, 4)
+    // Small N (N <= 8, 16, 32): M x K of A streamed once.
+    KF_SKINNY_T_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 8, 64, 128, 4, 4)
+    KF_SKINNY_T_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 16, 64, 128, 4, 4)
+    KF_SKINNY_T_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 64, 128, 4, 4)
+    KF_SKINNY_T_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 32, 64, 128, 4, 4)
 };
 
 }  // namespace

@@ -57,7 +57,8 @@ TEST_F(GpuTest, DispatcherServesOddShapes) {
   for (Layout layout : {Layout::kNN, Layout::kTN}) {
     for (Shape sh : {Shape{64, 64, 64}, Shape{4096, 4096, 64}, Shape{64, 64, 16384}, Shape{2048, 2048, 2048},
                      Shape{100, 104, 8}, Shape{33, 17, 9}, Shape{1, 1, 1}, Shape{777, 333, 555},
-                     Shape{7, 12288, 4096}, Shape{24, 3000, 776}, Shape{1, 4096, 4093}}) {
+                     Shape{7, 12288, 4096}, Shape{24, 3000, 776}, Shape{1, 4096, 4093}, Shape{16384, 8, 4096},
+                     Shape{4096, 1, 4096}, Shape{4213, 15, 31}}) {
       const HgemmProblem p{sh, layout, Acc::kF32};
       const kforge_hgemm_problem abi = p.abi();
       const kernels::KernelVariant* v = kernels::choose(nullptr, 0, abi, dev.sm_count, cc);
@@ -104,16 +105,19 @@ TEST_F(GpuTest, DecodeVariantsPassVerificationOnASweep) {
   Stream s;
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
+  // (The streamed side and K; the small side is swept per variant: M, or N for swapped roles.)
   const Shape nk[] = {{0, 64, 64},     {0, 1000, 776}, {0, 4096, 4096}, {0, 3434, 6},
                       {0, 4097, 4093}, {0, 24, 16384}, {0, 12288, 1536}, {0, 1, 1500}};
   int verified = 0, failed = 0, split = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
     if (v.config.family != kernels::Family::kSkinny) continue;
-    const int64_t mt = v.config.max_m;
-    for (int64_t m : {int64_t(1), mt / 2 + 1, mt}) {
+    const bool swapped = v.config.max_n > 0;
+    const int64_t mt = swapped ? v.config.max_n : v.config.max_m;
+    for (int64_t small : {int64_t(1), mt / 2 + 1, mt}) {
       for (Shape sh : nk) {
-        sh.m = m;
+        if (swapped) sh.m = sh.n, sh.n = small;
+        else sh.m = small;
         const HgemmProblem p{sh, v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN,
                              v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32};
         const kforge_hgemm_problem abi = p.abi();
@@ -149,7 +153,7 @@ TEST_F(GpuTest, DecodeChainedCallsShareAWorkspaceSafely) {
   int chained = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
-    if (v.config.family != kernels::Family::kSkinny) continue;
+    if (v.config.family != kernels::Family::kSkinny || v.config.max_m == 0) continue;  // (M small: the chain's shape)
     const Layout layout = v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN;
     const Acc acc = v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32;
     const HgemmProblem first{{M, N1, K1}, layout, acc}, second{{M, N2, N1}, layout, acc};

@@ -40,18 +40,20 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
     EXPECT_GT(v.config.bn, 0);
     EXPECT_GE(v.config.splitk, 1);
     (v.config.family == kernels::Family::kSm80 ? sm80 : v.config.family == kernels::Family::kSm90 ? sm90 : skinny)++;
-    // Decode variants serve M up to their max_m, every other variant any M.
-    const int64_t m_ok = v.config.max_m > 0 ? v.config.max_m : 256;
+    // Decode variants serve M up to their max_m (or N up to max_n), every other variant any M and N.
+    const int64_t m_ok = v.config.max_m > 0 ? v.config.max_m : 256, n_ok = v.config.max_n > 0 ? v.config.max_n : 256;
     // Each variant serves only its own layout and accumulation.
     const kforge_hgemm_problem other_layout = prob(256, 256, 256, v.layout == KFORGE_HGEMM_NN ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, v.acc);
     EXPECT_FALSE(v.supports(&other_layout)) << v.name;
     // Padded twins serve only K or N not a multiple of 8.
-    const kforge_hgemm_problem mine = prob(m_ok, 256, v.config.pad ? 250 : 256, v.layout, v.acc);
+    const kforge_hgemm_problem mine = prob(m_ok, n_ok, v.config.pad ? 250 : 256, v.layout, v.acc);
     EXPECT_TRUE(v.supports(&mine)) << v.name;
-    if (v.config.max_m > 0) {
-      const kforge_hgemm_problem taller = prob(v.config.max_m + 1, 256, 256, v.layout, v.acc);
+    if (v.config.max_m > 0 || v.config.max_n > 0) {
+      EXPECT_FALSE(v.config.max_m > 0 && v.config.max_n > 0) << v.name;
+      const kforge_hgemm_problem bigger = v.config.max_m > 0 ? prob(v.config.max_m + 1, 256, 256, v.layout, v.acc)
+                                                             : prob(256, v.config.max_n + 1, 256, v.layout, v.acc);
       EXPECT_FALSE(v.config.pad) << v.name;
-      EXPECT_FALSE(v.supports(&taller)) << v.name;
+      EXPECT_FALSE(v.supports(&bigger)) << v.name;
     }
     const kforge_hgemm_problem empty = prob(0, 256, 256, v.layout, v.acc);
     EXPECT_FALSE(v.supports(&empty)) << v.name;
@@ -68,8 +70,9 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
   const kernels::KernelVariant* all = kernels::variants(&count);
   for (size_t i = 0; i < count; ++i) {
     const int64_t m = all[i].config.max_m > 0 ? all[i].config.max_m : 64;
-    const kforge_hgemm_problem odd_k = prob(m, 64, 60, all[i].layout, all[i].acc);
-    const kforge_hgemm_problem odd_n = prob(m, 60, 64, all[i].layout, all[i].acc);
+    const int64_t n = all[i].config.max_n > 0 ? all[i].config.max_n : 64;
+    const kforge_hgemm_problem odd_k = prob(m, n, 60, all[i].layout, all[i].acc);
+    const kforge_hgemm_problem odd_n = prob(m, n - 4, 64, all[i].layout, all[i].acc);
     const kforge_hgemm_problem even = prob(64, 64, 64, all[i].layout, all[i].acc);
     if (all[i].config.family == kernels::Family::kSm90 && !all[i].config.pad) {
       EXPECT_FALSE(all[i].supports(&odd_k)) << all[i].name;
@@ -374,11 +377,13 @@ TEST(HgemmKernels, SkinnyVariantsServeDecodeShapes) {
     if (v.config.family != kernels::Family::kSkinny) continue;
     ++seen;
     EXPECT_TRUE(v.config.splitk_auto) << v.name;
-    EXPECT_GT(v.config.max_m, 0) << v.name;
+    EXPECT_TRUE(v.config.max_m > 0 || v.config.max_n > 0) << v.name;
+    const bool swapped = v.config.max_n > 0;
     for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {1, 4097, 4093}, {7, 12288, 4096},
-                           {3, 10507, 161}, {17, 3434, 6}, {32, 16, 5176}}) {
+                           {3, 10507, 161}, {17, 3434, 6}, {32, 16, 5176}, {16384, 8, 4096}, {4096, 1, 4096},
+                           {4213, 15, 31}}) {
       const kforge_hgemm_problem p = prob(m, n, k, v.layout, v.acc);
-      if (m > v.config.max_m) {
+      if (swapped ? n > v.config.max_n : m > v.config.max_m) {
         EXPECT_FALSE(v.supports(&p)) << v.name;
         continue;
       }
@@ -404,6 +409,7 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
   const kernels::Dispatcher disp(table, 3);
   const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   ASSERT_EQ(kernels::small_m_limit(), 32);
+  ASSERT_EQ(kernels::small_n_limit(), 32);
   for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
     for (auto a : {KFORGE_HGEMM_ACC_F32, KFORGE_HGEMM_ACC_F16})
       for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{8, 8192, 8192}, {7, 12288, 4096}, {24, 24576, 1536},
@@ -416,6 +422,16 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
         EXPECT_EQ(c.unaligned, c.variant);
         EXPECT_EQ(c.workspace, c.variant->workspace_size(&p));
       }
+  // Small N: the decode family with A streamed.
+  for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{16384, 8, 4096}, {4096, 1, 4096}, {5496, 8, 12128},
+                           {8480, 16, 5152}}) {
+      const kforge_hgemm_problem p = prob(m, n, k, l);
+      const kernels::Choice c = disp.resolve(p, h, -1);
+      ASSERT_NE(c.variant, nullptr);
+      EXPECT_EQ(c.variant->config.family, kernels::Family::kSkinny) << m << "x" << n << "x" << k << ": " << c.variant->name;
+      EXPECT_GT(c.variant->config.max_n, 0) << c.variant->name;
+    }
   // Past the decode regime the table's neighbours serve again.
   const kernels::Choice c = disp.resolve(prob(48, 8192, 8192), h, -1);
   EXPECT_EQ(c.how, kernels::Choice::How::kNeighbour);
