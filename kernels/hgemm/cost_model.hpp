@@ -36,7 +36,9 @@ inline DeviceModel nominal_device_model(int sms, int cc) {
 }
 
 // CTAs a launch of `c` has on an M x N problem: its tiles times its split-K cluster.
+// (Decode variants, splitk_auto: the tiles of the streamed side, before the run-time split.)
 inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
+  if (c.splitk_auto) return std::ceil(double(c.max_n > 0 ? m : n) / c.bn);
   return std::ceil(double(m) / c.bm) * std::ceil(double(n) / c.bn) * c.splitk;
 }
 
