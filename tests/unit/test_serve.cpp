@@ -653,8 +653,10 @@ const char* kSegv =
 TEST(ServeHttp, ThousandRequestsFrom32ClientsWithAHangAndACrash) {
   if (!have_torch()) GTEST_SKIP() << "SKIPPED: torch is not installed for " << find_python();
   const std::string store = test::temp_dir() + "/s.db";
-  constexpr double kRunTimeout = 20;
-  ServeProcess srv(task_set(), store, {"--reuse-verdicts", "--slots", "2", "--max-queue", "2000", "--run-timeout", "20"});
+  // The PyTorch judge's run time-out spans the whole verdict, the judge's own start included: on two
+  // cores shared with builds an honest verdict took 25 s (10 s of it the judge's start), so 30.
+  constexpr double kRunTimeout = 30;
+  ServeProcess srv(task_set(), store, {"--reuse-verdicts", "--slots", "2", "--max-queue", "2000", "--run-timeout", "30"});
   ASSERT_GT(srv.port(), 0) << srv.log();
   constexpr int kClients = 32, kEach = 32;
   std::mutex m;
@@ -714,14 +716,14 @@ TEST(ServeHttp, ThousandRequestsFrom32ClientsWithAHangAndACrash) {
               wall, latency[latency.size() / 2], latency[std::min(latency.size() - 1, latency.size() * 99 / 100)],
               latency.back());
   // The hang costs its own time-out and no more, the crash no time-out at all, and nobody else
-  // waits for them beyond that: no other request took longer than the hang's time-out plus twice
-  // the longest judging of a normal candidate (one batch ahead of it, then its own) and 15 s of
-  // slack (HTTP, the worker's restart after the crash, two busy cores). A hang that held a slot
-  // past its time-out, a crash that cost a time-out, or a slot left stuck fails this.
+  // waits for them beyond that: no other request took longer than the hang's and the crash's own
+  // judging plus twice the longest judging of a normal candidate (one batch ahead of it, then its
+  // own) and 15 s of slack (HTTP, two busy cores). A hang that held a slot past its time-out, a
+  // crash that cost a time-out, or a slot left stuck fails this.
   const std::string hang = "c0-1", crash = "c1-1";
   ASSERT_TRUE(by_id.count(hang) && by_id.count(crash));
   const double hang_judge = by_id[hang]["timings"]["judge_s"].get<double>();
-  EXPECT_GE(hang_judge, kRunTimeout * 0.9) << by_id[hang].dump(1);
+  EXPECT_GE(hang_judge, kRunTimeout - 5) << by_id[hang].dump(1);  // the judge's deadline is 3 s inside it
   EXPECT_LT(hang_judge, kRunTimeout + 15) << by_id[hang].dump(1);
   EXPECT_LT(by_id[crash]["timings"]["judge_s"].get<double>(), kRunTimeout) << by_id[crash].dump(1);
   double normal_judge = 0;  // the longest judging of anything but the hang and the crash
@@ -729,13 +731,13 @@ TEST(ServeHttp, ThousandRequestsFrom32ClientsWithAHangAndACrash) {
     if (id != hang && id != crash && r.contains("timings") && r["timings"].contains("judge_s"))
       normal_judge = std::max(normal_judge, r["timings"]["judge_s"].get<double>());
   EXPECT_GT(normal_judge, 0);  // the honest candidate was judged
-  const double bound = kRunTimeout + 2 * normal_judge + 15;
+  const double crash_judge = by_id[crash]["timings"]["judge_s"].get<double>();
+  const double bound = hang_judge + crash_judge + 2 * normal_judge + 15;
   for (const auto& [id, s] : latency_of)
     if (id != hang) EXPECT_LT(s, bound) << id << " waited " << s << " s (hang's judging " << hang_judge
                                         << " s, longest normal judging " << normal_judge << " s)";
   std::printf("hang judged in %.1f s (time-out %.0f s), crash in %.1f s, longest normal judging %.1f s, "
-              "slowest other request %.1f s (bound %.1f s)\n", hang_judge, kRunTimeout,
-              by_id[crash]["timings"]["judge_s"].get<double>(), normal_judge,
+              "slowest other request %.1f s (bound %.1f s)\n", hang_judge, kRunTimeout, crash_judge, normal_judge,
               [&] { double m = 0; for (const auto& [id, s] : latency_of) if (id != hang) m = std::max(m, s); return m; }(),
               bound);
   srv.kill(SIGTERM);
@@ -964,9 +966,13 @@ TEST(ServeClient, PythonClientTrlAndVerlAdapters) {
 // (tests/python/test_verl_reward_manager.py). Needs verl: $KFORGE_VERL_PYTHON (a Python with verl,
 // e.g. a venv made with --system-site-packages and `pip install verl`), else python3 when it has it.
 TEST(ServeClient, VerlRewardManagerCallsTheAdapter) {
-  std::string py = std::getenv("KFORGE_VERL_PYTHON") ? std::getenv("KFORGE_VERL_PYTHON") : "python3";
+  // $KFORGE_VERL_PYTHON, else the virtual environment install-deps.sh makes (KFORGE_WITH_VERL=1), else python3.
+  std::string py = std::getenv("KFORGE_VERL_PYTHON") ? std::getenv("KFORGE_VERL_PYTHON")
+                   : fs::exists(kSource + "/.verl-venv/bin/python") ? kSource + "/.verl-venv/bin/python"
+                                                                     : "python3";
   if (std::system((py + " -c 'import verl.workers.reward_manager.naive' >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << "SKIPPED: verl is not installed for " << py << " (set KFORGE_VERL_PYTHON to a Python with verl)";
+    GTEST_SKIP() << "SKIPPED: verl is not installed for " << py
+                 << " (KFORGE_WITH_VERL=1 scripts/install-deps.sh, or set KFORGE_VERL_PYTHON to a Python with verl)";
   const std::string store = test::temp_dir() + "/s.db";
   ServeProcess srv(task_set(), store);
   ASSERT_GT(srv.port(), 0) << srv.log();
