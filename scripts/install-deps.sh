@@ -78,4 +78,19 @@ if [ "${KFORGE_WITH_RAY:-0}" = 1 ] && ! python3 -c "import ray" >/dev/null 2>&1;
     echo "install-deps: ray could not be installed ($(tail -n 1 /tmp/kforge-pip-ray.log)); the Ray test will say SKIPPED" >&2
   fi
 fi
+# Optional: verl, so that verl's own reward loop (its loader and NaiveRewardManager) calls
+# kforge_client.verl against a kforge serve (KFORGE_WITH_VERL=1; ServeClient.VerlRewardManagerCallsTheAdapter).
+# verl pins its own transformers and tokenizers, so it goes into a virtual environment of its own,
+# .verl-venv (ignored), that sees python3's packages (torch, ray) too; the test finds it there
+# (or at $KFORGE_VERL_PYTHON). 0.9.1 is the version the adapter was written against. Without it
+# that test prints SKIPPED (the signature test in tests/python/test_kforge_client.py still runs).
+if [ "${KFORGE_WITH_VERL:-0}" = 1 ] && ! .verl-venv/bin/python -c "import verl" >/dev/null 2>&1; then
+  echo "install-deps: installing verl 0.9.1 into .verl-venv (pip; KFORGE_WITH_VERL=1)"
+  if python3 -m venv --system-site-packages .verl-venv >/tmp/kforge-pip-verl.log 2>&1 &&
+     timeout 1200 .verl-venv/bin/python -m pip install -q verl==0.9.1 >>/tmp/kforge-pip-verl.log 2>&1; then
+    echo "install-deps: verl $(.verl-venv/bin/python -c 'import verl; print(verl.__version__)') installed in .verl-venv"
+  else
+    echo "install-deps: verl could not be installed ($(tail -n 1 /tmp/kforge-pip-verl.log)); the verl test will say SKIPPED" >&2
+  fi
+fi
 echo "install-deps: ok ($(nvcc --version | tail -n 1))"
