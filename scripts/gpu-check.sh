@@ -30,11 +30,11 @@
 #           wall times and the device of each verdict (run it on nvidia-h200-x2 to see two)
 #   judge   the judge/executor split: a few verdicts in full (JSON), then the evaluator's GPU tests
 #           (the red-team corpus, crash and hang, two slots, the eval command)
-#   serve   kforge serve's throughput (scripts/serve-bench.py, ~65 s): HGEMM verdicts per GPU-hour at
+#   serve   kforge serve's throughput (scripts/serve-bench.py, ~60 s): HGEMM verdicts per GPU-hour at
 #           4096^3 and 256^3 and a PyTorch task (observed, and the capacity: 3600 / the slot's judging
 #           seconds per verdict), the GPU busy fraction and where the time goes (compile, queue,
 #           setup, load, verify, time) into serve-bench.json/.md (SERVE_BUDGET_S, default 60 s for the
-#           three tasks; SERVE_N, SERVE_TORCH_N, SERVE_CLIENTS (4), SERVE_TORCH_CLIENTS (3),
+#           three tasks; SERVE_N, SERVE_TORCH_N, SERVE_CLIENTS (4), SERVE_TORCH_CLIENTS (2),
 #           SERVE_TORCH_IDS (01_relu; e.g. 01_relu,04_softmax))
 #   serve-trl TRL's GRPOTrainer on the GPU against a kforge serve --device cuda it starts
 #           (examples/rl/trl_grpo.py --device cuda --hgemm 256x256x256: tasks/kforge's 01_relu and an
@@ -197,11 +197,12 @@ if has serve; then
   # Each task gets an equal share of SERVE_BUDGET_S and stops submitting when the candidates in
   # flight would outlast it; the margin covers the server's start and stop and a slow last batch.
   # 4 clients keep the slot's queue from running dry (a compile takes ~2 s, a verdict ~2.5 s on
-  # the H200) and leave little in flight at a share's end (each waits for one verdict).
+  # the H200) and leave little in flight at a share's end (each waits for one verdict). A PyTorch
+  # verdict took 12.5 s there, and its first batch holds every client's candidate: 2 clients.
   timeout "$(( ${SERVE_BUDGET_S:-60} + 40 ))" python3 scripts/serve-bench.py --kforge "$kf" --out "$out/serve-bench.json" \
     --hgemm 4096x4096x4096,256x256x256 --torch-tasks tasks/kforge --torch-ids "${SERVE_TORCH_IDS:-01_relu}" \
     --n "${SERVE_N:-200}" --torch-n "${SERVE_TORCH_N:-40}" --clients "${SERVE_CLIENTS:-4}" \
-    --torch-clients "${SERVE_TORCH_CLIENTS:-3}" --device cuda --budget-s "${SERVE_BUDGET_S:-60}" \
+    --torch-clients "${SERVE_TORCH_CLIENTS:-2}" --device cuda --budget-s "${SERVE_BUDGET_S:-60}" \
     >"$out/serve-bench.log" 2>&1 || echo "serve-bench exited $?"
   # The table (also $OUT/serve-bench.md, ready to paste into docs/serve.md).
   [ -f "$out/serve-bench.md" ] && cat "$out/serve-bench.md" || tail -12 "$out/serve-bench.log"
