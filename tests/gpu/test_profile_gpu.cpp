@@ -11,6 +11,7 @@
 // (then it skips and says why).
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -168,9 +169,11 @@ struct Profiled {
 
 // Stores each verdict in a run database (the profile as optimize stores it: set_profile after the
 // verdict), reads them back, renders a real contrastive prompt with them as exemplars (slowest
-// first, as the sampler orders them) and checks each exemplar's table, cell by cell, against the
+// first, as the prompt orders them) and checks each exemplar's table, cell by cell, against the
 // profile read back. Returns the user message (also written to OUT/NAME).
-std::string store_and_prompt(const std::vector<Profiled>& cands, const std::string& task, const std::string& name) {
+std::string store_and_prompt(std::vector<Profiled> cands, const std::string& task, const std::string& name) {
+  // The prompt lists correct exemplars by increasing speed-up (llm/prompt.cpp): so do we.
+  std::stable_sort(cands.begin(), cands.end(), [](const Profiled& a, const Profiled& b) { return a.speedup < b.speedup; });
   const std::string dir = test::temp_dir();
   ProgramDb db(dir + "/kforge-search.db");
   const int64_t run = db.create_run(task, nlohmann::json::object());
