@@ -38,9 +38,9 @@
 #           SERVE_TORCH_IDS (01_relu; e.g. 01_relu,04_softmax))
 #   serve-trl TRL's GRPOTrainer on the GPU against a kforge serve --device cuda it starts
 #           (examples/rl/trl_grpo.py --device cuda --hgemm 256x256x256: tasks/kforge's 01_relu and an
-#           HGEMM problem, ~60 s); trl, datasets, dill and multiprocess come from .gpu-wheels/ (made
+#           HGEMM problem, 60-90 s); trl, datasets, dill and multiprocess come from .gpu-wheels/ (made
 #           by scripts/gpu-wheels.sh; carry it) into $build/trl-site; TRL_STEPS (default 3),
-#           TRL_HGEMM (default 256x256x256; empty: the PyTorch task only), TRL_TIMEOUT (default 90)
+#           TRL_HGEMM (default 256x256x256; empty: the PyTorch task only), TRL_TIMEOUT (default 120)
 #   repeat  the evaluator's repeatability: five verdicts each of two honest candidates at 4096^3 (tn),
 #           mma_sync.cu (slow) and kforge_sm80.cu (near 1x), the first on a cold compile cache, with
 #           the wall time of each (also in repeat.txt); REPEAT_WARMUP_MS="0 1000" repeats it per
@@ -228,7 +228,7 @@ print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), *(f'{m.__na
   trl_hgemm=(); [ -n "${TRL_HGEMM-256x256x256}" ] && trl_hgemm=(--hgemm "${TRL_HGEMM-256x256x256}")
   t0=$(date +%s)
   rc=0
-  PYTHONUNBUFFERED=1 "${trl_env[@]}" timeout "${TRL_TIMEOUT:-90}" python3 examples/rl/trl_grpo.py --device cuda --kforge "$kf" \
+  PYTHONUNBUFFERED=1 "${trl_env[@]}" timeout "${TRL_TIMEOUT:-120}" python3 examples/rl/trl_grpo.py --device cuda --kforge "$kf" \
     --steps "${TRL_STEPS:-3}" "${trl_hgemm[@]}" >"$out/serve-trl.log" 2>&1 || rc=$?
   grep -E "kforge rewards per step|rewards by task|server verdicts|^OK|FAIL|Error|error:" "$out/serve-trl.log" | tail -8 || true
   echo "serve-trl: exit $rc after $(( $(date +%s) - t0 )) s$([ $rc = 124 ] && echo ' (TRL_TIMEOUT ran out)')"
