@@ -158,14 +158,21 @@ std::map<std::string, FileStamp> list_files(const std::string& dir,
 }
 
 std::pair<std::string, std::string> foreign_change(const std::map<std::string, FileStamp>& before,
-                                                   const std::map<std::string, FileStamp>& after) {
+                                                   const std::map<std::string, FileStamp>& after,
+                                                   const std::function<bool(const std::string&)>& defer,
+                                                   std::vector<std::pair<std::string, FileStamp>>* deferred) {
+  const auto deferring = [&](const std::string& path, const FileStamp& st) {
+    if (!defer || !deferred || !defer(path)) return false;
+    deferred->push_back({path, st});
+    return true;
+  };
   for (const auto& [path, st] : before) {
     auto it = after.find(path);
     if (it == after.end()) return {path, "removed"};
-    if (it->second != st && !is_own_write(path, it->second)) return {path, "changed"};
+    if (it->second != st && !is_own_write(path, it->second) && !deferring(path, it->second)) return {path, "changed"};
   }
   for (const auto& [path, st] : after)
-    if (!before.count(path) && !is_own_write(path, st)) return {path, "created"};
+    if (!before.count(path) && !is_own_write(path, st) && !deferring(path, st)) return {path, "created"};
   return {};
 }
 

@@ -4,6 +4,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kforge {
 
@@ -46,7 +48,11 @@ std::map<std::string, FileStamp> list_files(const std::string& dir,
                                             const std::function<bool(const std::string&, int)>& skip_dir = {});
 // A file that changed, appeared or went between two listings and not by kforge's own hand
 // (note_own_write): {path, "changed" | "created" | "removed"}; empty strings when there is none.
-std::pair<std::string, std::string> foreign_change(const std::map<std::string, FileStamp>& before,
-                                                   const std::map<std::string, FileStamp>& after);
+// `defer(path)`: a file created or changed there is not decided here but added to `*deferred`
+// (with its stamp now) for a process that knows more to decide (see the HGEMM judge).
+std::pair<std::string, std::string> foreign_change(
+    const std::map<std::string, FileStamp>& before, const std::map<std::string, FileStamp>& after,
+    const std::function<bool(const std::string&)>& defer = {},
+    std::vector<std::pair<std::string, FileStamp>>* deferred = nullptr);
 
 }  // namespace kforge

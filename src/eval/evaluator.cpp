@@ -18,6 +18,7 @@
 #include <fcntl.h>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/parallel.hpp"
 #include "core/text.hpp"
@@ -235,6 +236,23 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
   }
   v = verdict_from_json(j);
   v.candidate = name;
+  // Compiled objects that appeared or changed in the compile cache while the candidate ran (the
+  // judge lists them): this process's own compiles ahead of the queue, or planted ones (an object
+  // under the key of code not yet judged would be loaded past the static scan).
+  if (v.details.contains("cache_objects"))
+    for (const auto& o : v.details["cache_objects"]) {
+      FileStamp st;
+      st.ino = o.value("ino", uintmax_t(0)), st.size = o.value("size", uintmax_t(0));
+      st.mtime_ns = o.value("mtime_ns", int64_t(0)), st.ctime_ns = o.value("ctime_ns", int64_t(0));
+      const std::string path = o.value("path", "");
+      if (path.empty() || is_own_write(path, st)) continue;
+      v.reasons.insert(v.reasons.begin(), reason::kTampered);
+      v.correct = false;
+      v.message = "a compiled object that kforge did not write appeared in its compile cache while the candidate ran: " + path;
+      std::error_code ec;
+      std::filesystem::remove(path, ec);  // never loaded: the next compile of that key rebuilds it
+      break;
+    }
   if (j.value("fatal", false)) {
     worker->wait_exit();
     worker.reset();

@@ -119,6 +119,18 @@ TEST(FolderWatch, KforgesConcurrentWorkIsNotTamperingAPlantedOrRewrittenFileIs) 
   std::tie(path, what) = foreign_change(mid, list_files(root, skip));
   EXPECT_EQ(what, "removed");
   EXPECT_EQ(fs::path(path).filename(), "new.so");
+
+  // Deferred: objects another process may have published are handed on with their stamps.
+  const auto now = list_files(root, skip);
+  raw_write(d.path / "compile" / "other.so", "published by the parent process");
+  std::vector<std::pair<std::string, FileStamp>> deferred;
+  const auto in_compile = [](const std::string& p) { return fs::path(p).parent_path().filename() == "compile"; };
+  EXPECT_EQ(foreign_change(now, list_files(root, skip), in_compile, &deferred).first, "");
+  ASSERT_EQ(deferred.size(), 1u);
+  EXPECT_EQ(fs::path(deferred[0].first).filename(), "other.so");
+  FileStamp st;
+  ASSERT_TRUE(stamp_of(deferred[0].first, st));
+  EXPECT_EQ(deferred[0].second, st);
 }
 
 TEST(FolderWatch, TransientNames) {

@@ -22,6 +22,8 @@
 static void plant(const char* root) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/compile", root);
+  KF_CAT(mk, dir)(root, 0755);  // where kforge has not compiled yet, the folder it will use
+  KF_CAT(mk, dir)(dir, 0755);
   char path[4200];
   snprintf(path, sizeof path, "%s/%s.so", dir, "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed");
   const int fd = KF_CAT(op, en)(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
