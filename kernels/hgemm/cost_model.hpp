@@ -58,7 +58,8 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   const double ctas = tiles * s;
   const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
   const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
-  const double per_cta_bw = double(std::max(1, c.stages - 1)) * (c.bm + c.bn) * c.bk * 2.0 / 1.5;  // bytes per us
+  // In flight per CTA: its streamed operand's tiles (the small operand's rows are few, mostly zero fill).
+  const double per_cta_bw = double(std::max(1, c.stages - 1)) * c.bn * c.bk * 2.0 / 1.5;  // bytes per us
   const double in_flight_bw = std::min(ctas, double(res)) * per_cta_bw;
   const double mem_us = bytes / std::min(0.9 * bw, in_flight_bw);
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
@@ -86,7 +87,12 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   const double area = double(c.bm) * c.bn;
   // Multicast pairs get no credit: measured 25-58% slower than their twins on the H200
   // (docs/perf-notes.md, fourth session), against +2.7% published on an H100.
-  const double eff = c.family == Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
+  // The sm_80 family on rows that are not 16-byte multiples (K % 8, or N % 8 for an N-major B, taken
+  // as either here) loads element by element: measured 62 TFLOP/s at 4095x4097x4093 (issue 18).
+  const bool rows_unaligned = k % 8 != 0 || n % 8 != 0;
+  const double eff = c.family == Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
+                     : rows_unaligned        ? 0.1
+                                             : 0.35;
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
   const double tile_us = 2.0 * area * k_per / (tflops * 1e6 / sms * eff);

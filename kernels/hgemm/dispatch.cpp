@@ -195,11 +195,17 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   // The nearest entry and those within the radius of it, each variant once; at most 16 proposals.
   std::sort(near.begin(), near.end(), [](const Near& a, const Near& b) { return a.dist < b.dist; });
   std::vector<const KernelVariant*> proposals;
+  bool padded = false;
   for (const Near& x : near) {
     if (x.dist > nearest + neighbour_radius() * (1 + 1e-12) + 1e-12) break;
     if (std::find(proposals.begin(), proposals.end(), x.v) == proposals.end()) proposals.push_back(x.v);
+    padded |= x.v->config.pad;
     if (proposals.size() >= 16) break;
   }
+  // A padded twin pays its copies (two or three launches on a small shape): the best variant without
+  // TMA, which needs none, competes with it.
+  if (padded)
+    if (const KernelVariant* plain = model_choice(p, d, dev, 80)) proposals.push_back(plain);
   const KernelVariant* best = nullptr;
   double best_us = std::numeric_limits<double>::infinity();
   for (const KernelVariant* v : proposals) {  // in order of distance: equal predictions keep the nearest
