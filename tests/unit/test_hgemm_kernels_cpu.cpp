@@ -285,6 +285,12 @@ TEST(HgemmKernels, OffTableShapesTakeTheirNearestTunedNeighbours) {
   EXPECT_GE(x.workspace, size_t(1000) * 1008 * 2 * 2);
   ASSERT_NE(x.unaligned, nullptr);
   EXPECT_NE(x.unaligned->config.family, kernels::Family::kSm90);
+  // A large unaligned shape: the 8192^3 winner's twin; a tiny one: the copies' launches would cost
+  // more than the GEMM, and the best variant without TMA (which the twin competes with) wins.
+  EXPECT_EQ(pick(8000, 8000, 8190).variant, kernels::padded_twin(*kernels::find_variant(b)));
+  x = pick(234, 110, 95);
+  EXPECT_EQ(x.how, kernels::Choice::How::kNeighbour);
+  EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80) << x.variant->name;
   // On an Ampere device the Hopper entries propose nothing.
   x = disp.resolve(prob(1000, 1000, 1000), kernels::nominal_device_model(108, 80), -1);
   EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80);
