@@ -877,6 +877,29 @@ class Judge {
     v_.details["timing"]["server_calls"] = {{"events_us", events}, {"judge_less_channel_us", judged},
                                             {"channel_us", channel}, {"slack_us", slack},
                                             {"baseline_gap_us", gap_median_}, {"baseline_jitter_us", gap_jitter_}};
+    // A call too short for the judge's clock to check its events: the clock's own estimate of it
+    // (less what the baseline's calls showed the clock adds) within three times the clock's
+    // resolution. Seen on the H200 at 64^3: a candidate that forged its events (1 us) was accepted
+    // at 12x, the slack having eaten the ~10 us call, and honest tiled_smem.cu was rejected
+    // forged_reply (events 13 us, the clock 38 us: the two processes' channels differ by more than
+    // the baseline's calibration shows). There the events are never trusted below the clock's
+    // estimate (no slack subtracted: a forger gains nothing, an honest candidate's server-mode
+    // figure may be understated by the channels' difference, flagged `server_clock_bound`), and
+    // only events under the counted floor are rejected.
+    const double resolution = std::max(20.0, 3 * gap_jitter_);
+    const double clock_est = median(judged) - std::max(gap_median_, 0.0);
+    if (calibrated && clock_est < 3 * resolution) {
+      if (ev_med < 0.9 * floor_us_) {
+        v_.reject(reason::kForgedReply,
+                  strf("server mode: the executor's event times (median %.1f us) are under the counted floor (%.2f us)",
+                       ev_med, floor_us_));
+        return 0;
+      }
+      if (std::find(v_.flags.begin(), v_.flags.end(), "server_clock_bound") == v_.flags.end())
+        v_.flags.push_back("server_clock_bound");
+      v_.details["timing"]["server_events_us_median"] = ev_med;
+      return std::max(ev_med, clock_est);
+    }
     // Rejected where no honest call explains it: events under the counted floor (no GEMM runs that
     // fast), or most calls undercut, the median event under half of the bound and by more than
     // the judge's jitter allows (an honest call undercuts only when the clock was slow, now and then).
