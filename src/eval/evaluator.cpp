@@ -236,9 +236,10 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
   }
   v = verdict_from_json(j);
   v.candidate = name;
-  // Compiled objects that appeared or changed in the compile cache while the candidate ran (the
-  // judge lists them): this process's own compiles ahead of the queue, or planted ones (an object
-  // under the key of code not yet judged would be loaded past the static scan).
+  // Files of kforge's cache that appeared or changed while the candidate ran (the judge lists
+  // them): this process's own work ahead of the queue (candidates' files, compiled objects), or
+  // planted ones (an object under the key of code not yet judged would be loaded past the static
+  // scan). Anything this process did not write is tampering, and is deleted.
   if (v.details.contains("cache_objects"))
     for (const auto& o : v.details["cache_objects"]) {
       FileStamp st;
@@ -248,7 +249,7 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
       if (path.empty() || is_own_write(path, st)) continue;
       v.reasons.insert(v.reasons.begin(), reason::kTampered);
       v.correct = false;
-      v.message = "a compiled object that kforge did not write appeared in its compile cache while the candidate ran: " + path;
+      v.message = "a file that kforge did not write appeared or changed in its cache while the candidate ran: " + path;
       std::error_code ec;
       std::filesystem::remove(path, ec);  // never loaded: the next compile of that key rebuilds it
       break;

@@ -395,22 +395,20 @@ class Judge {
     // (a compiled object under the key of code not yet judged would skip the static scan), while
     // the candidate ran; kforge's own concurrent writes (serve compiles ahead) are told apart.
     const auto cache_after = cache_listing();
-    // Objects of the compile cache (compile/<key>.so) that appeared or changed are not this
-    // process's to judge: `serve` and `eval` compile ahead of the queue in the parent process,
-    // whose publishes this judge cannot see. They go back with the verdict
-    // (details.cache_objects), and the parent, which knows its own publishes, decides
-    // (Evaluator: tampered unless it wrote them). Their logs (compile/<key>.log) are never read.
+    // Files that appeared or changed, other than the ceilings cache (this process's own), are not
+    // this process's to judge: `serve`, `eval` and `optimize` write candidates' files
+    // (service/<sha>.cu) and publish compiled objects (compile/<key>.so, .log) from the parent
+    // process while a candidate runs here, and this judge cannot see those writes. They go back
+    // with the verdict (details.cache_objects, with their stamps now), and the parent, which
+    // knows its own writes, decides (Evaluator: tampered, and the file deleted, unless it wrote
+    // it). Removals, and any change to the ceilings cache, are decided here.
     std::vector<std::pair<std::string, FileStamp>> deferred;
-    const auto compile_output = [](const std::string& path) {
-      const std::filesystem::path p(path);
-      const std::string ext = p.extension().string();
-      return p.parent_path().filename() == "compile" && (ext == ".so" || ext == ".log") && p.stem().string().size() == 64;
-    };
-    const auto found = foreign_change(cache_before, cache_after, compile_output, &deferred);
+    const std::string ceilings = ceilings_cache_path(w_.dev);
+    const auto parents_to_decide = [&](const std::string& path) { return path != ceilings; };
+    const auto found = foreign_change(cache_before, cache_after, parents_to_decide, &deferred);
     for (const auto& [path, st] : deferred)
-      if (std::filesystem::path(path).extension() == ".so")
-        v_.details["cache_objects"].push_back(
-            {{"path", path}, {"ino", st.ino}, {"size", st.size}, {"mtime_ns", st.mtime_ns}, {"ctime_ns", st.ctime_ns}});
+      v_.details["cache_objects"].push_back(
+          {{"path", path}, {"ino", st.ino}, {"size", st.size}, {"mtime_ns", st.mtime_ns}, {"ctime_ns", st.ctime_ns}});
     if (const auto& [path, what] = found; !path.empty()) {
       v_.reasons.insert(v_.reasons.begin(), reason::kTampered);
       v_.message = "a file of kforge's cache was " + what + " while the candidate ran: " + path;
