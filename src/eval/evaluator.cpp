@@ -249,7 +249,8 @@ Verdict Evaluator::run_in_worker(const std::string& name, const std::string& so_
       if (path.empty() || is_own_write(path, st)) continue;
       v.reasons.insert(v.reasons.begin(), reason::kTampered);
       v.correct = false;
-      v.message = "a file that kforge did not write appeared or changed in its cache while the candidate ran: " + path;
+      v.message = "a file that this kforge process did not write appeared or changed in its cache while the candidate "
+                  "ran: " + path + " (kforge processes judging at the same time need a cache folder each: KFORGE_CACHE_DIR)";
       std::error_code ec;
       std::filesystem::remove(path, ec);  // never loaded: the next compile of that key rebuilds it
       break;
