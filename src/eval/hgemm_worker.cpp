@@ -391,17 +391,16 @@ class Judge {
         w_.baseline.reset();
       }
     }
-    // Files of kforge's own (the ceilings cache, compiled objects) changed, or new ones planted
-    // (a compiled object under the key of code not yet judged would skip the static scan), while
-    // the candidate ran; kforge's own concurrent writes (serve compiles ahead) are told apart.
+    // Files of kforge's cache that changed, appeared or went while the candidate ran (a planted
+    // compiled object under the key of code not yet judged would skip the static scan). Those that
+    // appeared or changed, other than the ceilings cache (this process's own), are not this
+    // process's to judge: `serve`, `eval` and `optimize` write candidates' files (service/<sha>.cu)
+    // and publish compiled objects (compile/<key>.so, .log) from the parent process while a
+    // candidate runs here, and this judge cannot see those writes. They go back with the verdict
+    // (details.cache_objects, with their stamps now), and the parent, which knows its own writes,
+    // decides (Evaluator: tampered, and the file deleted, unless it wrote it). Removals, and any
+    // change to the ceilings cache, are decided here.
     const auto cache_after = cache_listing();
-    // Files that appeared or changed, other than the ceilings cache (this process's own), are not
-    // this process's to judge: `serve`, `eval` and `optimize` write candidates' files
-    // (service/<sha>.cu) and publish compiled objects (compile/<key>.so, .log) from the parent
-    // process while a candidate runs here, and this judge cannot see those writes. They go back
-    // with the verdict (details.cache_objects, with their stamps now), and the parent, which
-    // knows its own writes, decides (Evaluator: tampered, and the file deleted, unless it wrote
-    // it). Removals, and any change to the ceilings cache, are decided here.
     std::vector<std::pair<std::string, FileStamp>> deferred;
     const std::string ceilings = ceilings_cache_path(w_.dev);
     const auto parents_to_decide = [&](const std::string& path) { return path != ceilings; };
@@ -412,12 +411,7 @@ class Judge {
     if (const auto& [path, what] = found; !path.empty()) {
       v_.reasons.insert(v_.reasons.begin(), reason::kTampered);
       v_.message = "a file of kforge's cache was " + what + " while the candidate ran: " + path;
-      if (path == ceilings_cache_path(w_.dev)) {
-        w_.ceilings_tampered = true;
-      } else if (what != "removed") {
-        std::error_code ec;
-        std::filesystem::remove(path, ec);  // never served from the cache: the next use rebuilds it
-      }
+      if (path == ceilings) w_.ceilings_tampered = true;
     }
     if (w_.ceilings_tampered) {  // put the judge's own measurement back
       w_.ceilings_tampered = false;
