@@ -17,18 +17,9 @@
 namespace kforge {
 namespace {
 
-class HgemmTorchGpuTest : public test::GpuTest {};
+using test::run_shell;
 
-std::string run_shell(const std::string& cmd, int* rc) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return *rc = -1, out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+class HgemmTorchGpuTest : public test::GpuTest {};
 
 TEST_F(HgemmTorchGpuTest, MatchesMatmulBothLayoutsSwapsLinearsAndCompiles) {
   int rc = 0;

@@ -42,6 +42,18 @@ inline ProcessResult run_kforge(const std::string& args) {
   return r;
 }
 
+// Runs a shell command line; its stdout, and its exit status in *rc (-1 when it did not exit).
+inline std::string run_shell(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return *rc = -1, out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
 inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';

@@ -19,18 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::run_kforge;
+using test::run_shell;
 using test::slurp;
-
-std::string run_shell(const std::string& cmd, int* rc) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return *rc = -1, out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
 
 TEST(HgemmTorch, ExportWritesTheOpPackageOnlyWithTorch) {
   const std::string base = test::temp_dir();
