@@ -29,6 +29,8 @@ namespace kforge {
 void launch_gate(volatile int* flag, int want, cudaStream_t s);
 void launch_count_written(const char* arena, const ArenaLayout& l, const int* order, int n, unsigned long long* count,
                           cudaStream_t s);
+void launch_output_digest(const char* arena, const ArenaLayout& l, int slot, uint64_t key, unsigned long long* out,
+                          cudaStream_t s);
 
 bool install_candidate_sandbox(std::string& why_not) {
 #if defined(__x86_64__)
@@ -111,6 +113,8 @@ struct Exec {
   int* order_host = nullptr;   // pinned, slots entries
   unsigned long long* count_dev = nullptr;
   unsigned long long* count_host = nullptr;  // pinned
+  unsigned long long* digest_dev = nullptr;   // a server-mode call's output digest
+  unsigned long long* digest_host = nullptr;  // pinned
   cudaGraphExec_t graph = nullptr;
   std::vector<int> graph_order;
   kforge_hgemm_problem problem{};
@@ -176,30 +180,40 @@ void run_request(Exec& e, ExecRunner& runner, const nlohmann::json& req, nlohman
     }
     launch_err = cudaGraphLaunch(e.graph, e.stream);
   } else if (mode == "server") {
+    // One call (or none: the judge's probe of the channel, which runs the same sequence without a
+    // call and reports no event, so that the round trip it measures holds every fixed cost of a
+    // timed call but the call itself). After the call, on the given stream: the end event, then the
+    // digest of the call's output under the request's key (eval/output_digest.hpp) read back into
+    // pinned memory, then one wait for the whole device. The reply carries the digest; the judge
+    // compares it with its own digest of the verified output, so a reply sent before the output
+    // was final (synchronisation patched to return at once) is `forged_reply`. One wait only, for
+    // candidate and baseline alike: no other synchronisation in the sequence that a candidate could
+    // skip to answer sooner than the baseline does. (Work left on a stream of its own is not in the
+    // events; it is in the judge's clock, and its output, unwritten when the digest reads it, makes
+    // the digests differ.)
     std::vector<double> events;
+    std::vector<uint64_t> digests;
+    const uint64_t key = req.value("key", uint64_t(0));
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
-    // An empty request is the judge's probe of the channel: it runs the same sequence once
-    // without a call (and reports no event), so that the round trip it measures holds every fixed
-    // cost of a timed call but the call itself.
     if (order.empty()) order.push_back(-1);
     for (int s : order) {
+      *e.digest_host = ~key;  // what a reply read before the copy landed would carry
       cudaEventRecord(a, e.stream);
       if (s >= 0) note(call_guarded(runner, args_for(e, s), e.stream));
-      // The whole device, not only the given stream, before the end event: work the call left on
-      // a stream of its own is inside the call's time (a server waits for it too). Both sides pay
-      // the one synchronisation round trip.
-      cudaDeviceSynchronize();
       cudaEventRecord(b, e.stream);
-      cudaEventSynchronize(b);
+      launch_output_digest(e.arena, e.layout, s >= 0 ? s : 0, key, e.digest_dev, e.stream);
+      cudaMemcpyAsync(e.digest_host, e.digest_dev, sizeof(unsigned long long), cudaMemcpyDeviceToHost, e.stream);
+      cudaDeviceSynchronize();
       float ms = 0;
       cudaEventElapsedTime(&ms, a, b);
-      if (s >= 0) events.push_back(double(ms) * 1e3);
+      if (s >= 0) events.push_back(double(ms) * 1e3), digests.push_back(uint64_t(*e.digest_host));
     }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     out["events_us"] = events;
+    out["digests"] = digests;
   } else {
     // Every batch the judge asks to gate starts behind a gate on the given stream, so that a call
     // cannot tell the one held (checked) batch from the others by what is queued on its stream:
@@ -338,6 +352,8 @@ int run_executor(ExecRunner& runner) {
         launch_gate(e.gate_dev, 0, e.stream);
         cudaMalloc(reinterpret_cast<void**>(&e.count_dev), sizeof(unsigned long long));
         cudaHostAlloc(reinterpret_cast<void**>(&e.count_host), sizeof(unsigned long long), cudaHostAllocDefault);
+        cudaMalloc(reinterpret_cast<void**>(&e.digest_dev), sizeof(unsigned long long));
+        cudaHostAlloc(reinterpret_cast<void**>(&e.digest_host), sizeof(unsigned long long), cudaHostAllocDefault);
         out["pid"] = ::getpid();
       }
     } else if (op == "load") {
@@ -384,6 +400,7 @@ int run_executor(ExecRunner& runner) {
         } else {
           cudaMemset(e.order_dev, 0, n * sizeof(int));
           launch_count_written(e.arena, e.layout, e.order_dev, 1, e.count_dev, e.stream);
+          launch_output_digest(e.arena, e.layout, 0, 0, e.digest_dev, e.stream);  // loaded now, as the other two
           if (cudaDeviceSynchronize() != cudaSuccess) out["error"] = "the executor's own kernels do not run";
         }
       }

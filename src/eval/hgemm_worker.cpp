@@ -522,6 +522,8 @@ class Judge {
     slots_dev_ = DeviceBuffer(sizeof(int) * slots, "arena slot list");
     dists_dev_ = DeviceBuffer(slots, "arena distributions");
     checks_dev_ = DeviceBuffer(sizeof(SlotCheck) * slots, "arena checks");
+    keys_dev_ = DeviceBuffer(sizeof(uint64_t) * slots, "server-mode digest keys");
+    digests_dev_ = DeviceBuffer(sizeof(unsigned long long) * slots, "server-mode digests");
     KF_CUDA(cudaMemset(arena_.get(), kArenaGuardByte, L_.total));
     cudaIpcMemHandle_t h{};
     KF_CUDA(cudaIpcGetMemHandle(&h, arena_.get()));
@@ -566,12 +568,28 @@ class Judge {
     return b;
   }
 
-  void prepare(const Batch& b) {
+  void prepare(const Batch& b, bool workspace = true) {
     KF_CUDA(cudaMemcpyAsync(slots_dev_.get(), b.order.data(), sizeof(int) * b.order.size(), cudaMemcpyHostToDevice, s_));
     KF_CUDA(cudaMemcpyAsync(dists_dev_.get(), b.dists.data(), b.dists.size(), cudaMemcpyHostToDevice, s_));
     arena_prepare(arena_.as<char>(), L_, slots_dev_.as<int>(), dists_dev_.as<unsigned char>(), int(b.order.size()), b.seed, s_);
-    arena_prepare_workspace(arena_.as<char>(), L_, os_random(), s_);
+    if (workspace) arena_prepare_workspace(arena_.as<char>(), L_, os_random(), s_);
     before_ = scan(b);
+  }
+
+  // Server mode: the judge's own digests of the batch's outputs, under each call's key, against
+  // the digests the replies carried; the first call whose digests differ (-1: none).
+  int digest_mismatch(const Batch& b, const std::vector<uint64_t>& keys, const std::vector<uint64_t>& replied) {
+    const size_t n = b.order.size();
+    KF_CUDA(cudaMemcpyAsync(slots_dev_.get(), b.order.data(), sizeof(int) * n, cudaMemcpyHostToDevice, s_));
+    KF_CUDA(cudaMemcpyAsync(keys_dev_.get(), keys.data(), sizeof(uint64_t) * n, cudaMemcpyHostToDevice, s_));
+    arena_digest(arena_.as<char>(), L_, slots_dev_.as<int>(), keys_dev_.as<uint64_t>(), int(n),
+                 digests_dev_.as<unsigned long long>(), s_);
+    std::vector<unsigned long long> own(n);
+    KF_CUDA(cudaMemcpyAsync(own.data(), digests_dev_.get(), sizeof(unsigned long long) * n, cudaMemcpyDeviceToHost, s_));
+    KF_CUDA(cudaStreamSynchronize(s_));
+    for (size_t j = 0; j < n; ++j)
+      if (j >= replied.size() || uint64_t(own[j]) != replied[j]) return int(j);
+    return -1;
   }
 
   std::vector<SlotCheck> scan(const Batch& b) {
@@ -788,6 +806,17 @@ class Judge {
     return xs[xs.size() / 2];
   }
 
+  // The round trip subtracted from the candidate's batches: its own channel's, but never more than
+  // the baseline's (plus, in offline and graph mode, the larger of 20 us and the baseline's spread).
+  // A candidate can tell the judge's empty probe of the channel from a call (its entry point is not
+  // called) and slow only the probes (a hooked synchronisation that sleeps when no call came
+  // before it): every timed batch would then look shorter by the delay (hacked/server_inflated_channel.cu).
+  // In server mode, where a short call is shorter than any allowance, none. An honest candidate
+  // whose channel is slower than the baseline's is understated by the difference, never overstated.
+  double candidate_channel(bool server) const {
+    return std::min(cand_channel_, base_channel_ + (server ? 0.0 : std::max(20.0, base_spread_)));
+  }
+
   // One sample of one side: an untimed preroll batch, then the timed batch; both checked.
   double sample(Executor& e, const std::string& mode, const Batch* fixed_order) {
     const bool is_cand = &e == cand_.get();
@@ -804,7 +833,7 @@ class Judge {
         judge_baseline_batch(b, rep, "baseline", true);
       }
       if (!v_.reasons.empty()) return 0;
-      per_call = std::max(wall - (is_cand ? cand_channel_ : base_channel_), 0.01) / double(b.order.size());
+      per_call = std::max(wall - (is_cand ? candidate_channel(false) : base_channel_), 0.01) / double(b.order.size());
     }
     return per_call;
   }
@@ -814,37 +843,64 @@ class Judge {
   // request to reply less the channel's round trip and its spread: the events refine the judge's
   // measurement within the channel's noise (a short call is mostly channel), they cannot undercut
   // it (events are the candidate's to forge; a forged one gains at most the spread, ~tens of us,
-  // and the counted floor still applies to the result).
+  // and the counted floor still applies to the result). The clock holds the whole call because the
+  // reply must carry a digest of the call's final output (eval/output_digest.hpp): an executor that
+  // answers before its output is final (its synchronisation patched to return at once) is
+  // `forged_reply`. Each call's slot gets its inputs just before the call, so that no later call's
+  // inputs exist while a call runs (a candidate that computed the batch's other slots ahead, in
+  // one launch, would have made every call but the first free: hacked/server_compute_ahead.cu).
   double server_sample(Executor& e) {
     const bool is_cand = &e == cand_.get();
-    const double channel = is_cand ? cand_channel_ : base_channel_, spread = is_cand ? cand_spread_ : base_spread_;
+    const double channel = is_cand ? candidate_channel(true) : base_channel_;
+    const double spread = is_cand ? cand_spread_ : base_spread_;
     Batch b = new_batch();
     const size_t n = std::min<size_t>(b.order.size(), 8);
-    prepare(b);
+    b.order.resize(n);
+    b.dists.resize(n);
+    arena_prepare_workspace(arena_.as<char>(), L_, os_random(), s_);
+    std::vector<SlotCheck> before;
     std::vector<double> events, judged;
+    std::vector<uint64_t> keys, digests;
     std::exponential_distribution<double> gap(1.0 / 500.0);
     std::mt19937_64 rng(os_random());
     for (size_t j = 0; j < n; ++j) {
+      Batch one;
+      one.order = {b.order[j]};
+      one.dists = {b.dists[j]};
+      one.seed = os_random();
+      prepare(one, false);
+      before.push_back(before_.at(0));
       const double until = now_us() + gap(rng);
       while (now_us() < until) {
       }
-      Batch one;
-      one.order = {b.order[j]};
+      keys.push_back(os_random());
+      nlohmann::json req = run_req(one, "server");
+      req["key"] = keys.back();
       double wall = 0;
-      nlohmann::json rep = send(e, run_req(one, "server"), &wall);
+      nlohmann::json rep = send(e, req, &wall);
       if (rep.value("rc", 0) != 0) {
         v_.reject(reason::kCandidateError, "returned non-zero in server mode");
         return 0;
       }
       const auto ev = rep.value("events_us", std::vector<double>{});
       events.push_back(ev.empty() || !std::isfinite(ev[0]) ? 0.0 : ev[0]);
+      const auto dg = rep.value("digests", std::vector<uint64_t>{});
+      digests.push_back(dg.empty() ? ~keys.back() : dg[0]);
       judged.push_back(std::max(wall - channel, 0.0));
     }
-    Batch used = b;
-    used.order.resize(n);
-    used.dists.resize(n);
-    before_.resize(n);
-    if (is_cand) judge_batch(used, {{"rc", 0}}, "server timing", true);
+    before_ = before;
+    if (const int bad = digest_mismatch(b, keys, digests); bad >= 0) {
+      if (!is_cand)
+        throw Fatal{reason::kInternalError, "the baseline's server-mode reply carried a digest of its output that "
+                                            "differs from the judge's own: the digest sequence is broken"};
+      v_.reject(reason::kForgedReply,
+                strf("server mode: the executor answered call %d of %zu before its output was final (the digest its "
+                     "reply carried is not the digest of the output the judge then verified): its synchronisation "
+                     "returned before the call's work was done",
+                     bad + 1, n));
+      return 0;
+    }
+    if (is_cand) judge_batch(b, {{"rc", 0}}, "server timing", true);
     if (!is_cand) {
       // The baseline's process is candidate-free, so its events are true: how far the judge's
       // clock (less the channel) lies above them per call calibrates the bound below, and how
@@ -1045,7 +1101,7 @@ class Judge {
   double gap_median_ = 0, gap_jitter_ = -1;      // their median and robust spread (-1: none yet)
   bool warmed_up_ = false;
   ArenaLayout L_;
-  DeviceBuffer arena_, slots_dev_, dists_dev_, checks_dev_;
+  DeviceBuffer arena_, slots_dev_, dists_dev_, checks_dev_, keys_dev_, digests_dev_;
   std::vector<SlotCheck> before_, last_after_;
   int last_slot_ = -1;
   size_t batch_calls_ = 8;       // the candidate's calls per batch, from its own speed once it is known

@@ -2,6 +2,7 @@
 #include <cuda_fp16.h>
 
 #include "eval/judge_kernels.hpp"
+#include "eval/output_digest.hpp"
 #include "gpu/cuda.hpp"
 #include "ops/hgemm.hpp"
 #include "ops/hgemm_gen.cuh"
@@ -124,7 +125,30 @@ __global__ void sample_kernel(const char* arena, ArenaLayout l, const int* slots
   atomicMax(&o->worst_bits, __float_as_uint(ratio));
 }
 
+// blockIdx.y: the slot; blockIdx.x: a share of its output.
+__global__ void digest_kernel(const char* arena, ArenaLayout l, const int* slots, const uint64_t* keys,
+                              unsigned long long* out) {
+  const uint64_t elems = l.c_bytes / 2, key = keys[blockIdx.y];
+  const unsigned short* c =
+      reinterpret_cast<const unsigned short*>(arena + uint64_t(slots[blockIdx.y]) * l.slot_bytes + l.c_off);
+  unsigned long long local = 0;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < elems; i += uint64_t(gridDim.x) * blockDim.x)
+    local += digest_term(key, i, c[i]);
+  for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
+  if (threadIdx.x % 32 == 0 && local) atomicAdd(out + blockIdx.y, local);
+}
+
 }  // namespace
+
+void arena_digest(const char* arena, const ArenaLayout& l, const int* slots, const uint64_t* keys, int n,
+                  unsigned long long* out, cudaStream_t s) {
+  if (n <= 0) return;
+  KF_CUDA(cudaMemsetAsync(out, 0, sizeof(unsigned long long) * size_t(n), s));
+  const uint64_t elems = l.c_bytes / 2;
+  const unsigned bx = unsigned(std::min<uint64_t>(elems / 256 + 1, 1024));
+  digest_kernel<<<dim3(bx, unsigned(n)), 256, 0, s>>>(arena, l, slots, keys, out);
+  KF_CUDA_LAUNCHED();
+}
 
 void arena_prepare(char* arena, const ArenaLayout& l, const int* slots, const unsigned char* dists, int n, uint64_t seed,
                    cudaStream_t s) {

@@ -30,6 +30,11 @@ void arena_prepare_workspace(char* arena, const ArenaLayout& l, uint64_t seed, c
 // array of n, zeroed here.
 void arena_check(const char* arena, const ArenaLayout& l, const int* slots, int n, int samples, uint64_t seed,
                  SlotCheck* out, cudaStream_t s);
+// Per listed slot i: the digest (eval/output_digest.hpp) of its output under `keys[i]`, into
+// `out[i]` (device arrays of n; `out` zeroed here). The server-mode replies' digests are compared
+// with these.
+void arena_digest(const char* arena, const ArenaLayout& l, const int* slots, const uint64_t* keys, int n,
+                  unsigned long long* out, cudaStream_t s);
 // Guard-band bytes of the workspace that changed.
 unsigned long long arena_workspace_damage(const char* arena, const ArenaLayout& l, cudaStream_t s);
 
