@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 
 #include "core/files.hpp"
 #include "core/text.hpp"
@@ -69,7 +70,14 @@ void check_corpus(bool scan) {
   const nlohmann::json manifest = nlohmann::json::parse(read_file(kSource + "/tests/corpus/torch/manifest.json"));
   std::vector<TorchJob> jobs;
   std::vector<nlohmann::json> expect;
+  // KFORGE_CORPUS_ONLY=REGEX: only the entries whose file or task matches (the corpus split over
+  // device calls, where device time is short); the counts at the end then need not hold.
+  const char* only_env = std::getenv("KFORGE_CORPUS_ONLY");
+  const bool subset = only_env && *only_env;
+  const std::regex only(subset ? only_env : ".");
+  if (subset) std::printf("only the entries matching /%s/ (KFORGE_CORPUS_ONLY)\n", only_env);
   for (const auto& e : manifest["entries"]) {
+    if (subset && !std::regex_search(e["file"].get<std::string>() + " " + e["task"].get<std::string>(), only)) continue;
     const std::string key = scan ? "reasons" : "runtime_reasons";
     if (e["expect"] == "reject" && !e.contains(key)) continue;
     // The run-time pass needs no honest solution again (the first pass and the full pass accept them).
@@ -118,8 +126,10 @@ void check_corpus(bool scan) {
     EXPECT_TRUE(expected) << jobs[i].candidate << ": got " << join(v.reasons, ",") << " (" << v.message
                           << "), expected one of " << reasons.dump();
   }
-  EXPECT_GE(honest, scan ? 10 : 1);
-  EXPECT_GE(hacks, 12);
+  if (!subset) {
+    EXPECT_GE(honest, scan ? 10 : 1);
+    EXPECT_GE(hacks, 12);
+  }
   const std::string path = out_dir() + (scan ? "/corpus-verdicts.json" : "/corpus-runtime-verdicts.json");
   nlohmann::json all = nlohmann::json::array();
   for (const Verdict& v : verdicts) all.push_back(to_json(v));
