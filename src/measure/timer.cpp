@@ -83,15 +83,34 @@ double Timer::estimate_us(const Launch& f, const TimingConfig& cfg) {
   return est_us;
 }
 
-int Timer::calls_for(double est_us, double target_us, const TimingConfig& cfg) const {
-  if (cfg.mode == Mode::kServer) return 1;
-  if (cfg.flush_l2) return std::clamp(int(std::ceil(target_us / std::max(est_us, 1.0))), 1, 32);
-  const double calls = std::ceil(target_us / std::max(est_us, 0.05));
-  return int(std::clamp(calls, 1.0, double(cfg.max_calls_per_batch)));
+std::vector<int> Timer::batch_calls(const std::vector<double>& est_us, const TimingConfig& cfg) {
+  std::vector<int> out(est_us.size(), 1);
+  if (est_us.empty() || cfg.mode == Mode::kServer) return out;
+  const double longest = *std::max_element(est_us.begin(), est_us.end());
+  // Every launch's batch lasts about as long as the longest single call (twice over), not only
+  // batch_target_us: a short call sampled right after a long one otherwise runs in the power and
+  // clock state the long one left behind (measured: a 185 us cuBLASLt call timed at up to 263 us
+  // after a 10.7 ms candidate), which biases the ratio. Capped at 50 ms per batch.
+  double target = cfg.batch_target_us;
+  const bool equal = cfg.equal_batches && est_us.size() > 1;
+  if (equal) target = std::max(target, std::min(2.0 * longest, 50000.0));
+  const bool long_calls = equal && target > cfg.batch_target_us;
+  for (size_t i = 0; i < est_us.size(); ++i) {
+    if (cfg.flush_l2) {
+      out[i] = std::clamp(int(std::ceil(target / std::max(est_us[i], 1.0))), 1, 32);
+      continue;
+    }
+    const double ratio = target / std::max(est_us[i], 0.05);
+    // Long calls: the nearest count (batches within about 25% of one another for two calls or
+    // more); short ones: the next count up, so that a batch never falls short of the target.
+    const double calls = long_calls ? std::max(1.0, std::round(ratio)) : std::ceil(ratio);
+    out[i] = int(std::clamp(calls, 1.0, double(cfg.max_calls_per_batch)));
+  }
+  return out;
 }
 
-void Timer::prepare(const Launch& f, const TimingConfig& cfg, double target_us, double est_us, Prepared& prep) {
-  prep.calls = calls_for(est_us, target_us, cfg);
+void Timer::prepare(const Launch& f, const TimingConfig& cfg, int calls, Prepared& prep) {
+  prep.calls = calls;
   if (cfg.mode == Mode::kGraph) {
     prep.graph.capture(s_, [&] {
       for (int i = 0; i < prep.calls; ++i) f(s_, call_index_++);
@@ -157,21 +176,19 @@ std::vector<Timing> Timer::time_interleaved(const std::vector<Launch>& fs, const
   for (const Launch& f : fs) warm_up(f, cfg);
   std::vector<double> est(fs.size());
   for (size_t i = 0; i < fs.size(); ++i) est[i] = estimate_us(fs[i], cfg);
-  // Every launch's batch lasts about as long as the longest single call (twice over), not only
-  // batch_target_us: a short call sampled right after a long one otherwise runs in the power and
-  // clock state the long one left behind (measured: a 185 us cuBLASLt call timed at up to 263 us
-  // after a 10.7 ms candidate), which biases the ratio. Capped at 50 ms per batch.
-  double target = cfg.batch_target_us;
-  if (cfg.equal_batches && fs.size() > 1)
-    target = std::max(target, std::min(2.0 * *std::max_element(est.begin(), est.end()), 50000.0));
+  const std::vector<int> calls = batch_calls(est, cfg);
+  TimingConfig run = cfg;
+  if (cfg.preroll_above_us > 0 && cfg.mode != Mode::kServer && !cfg.flush_l2 &&
+      *std::max_element(est.begin(), est.end()) >= cfg.preroll_above_us)
+    run.preroll = true;
   std::vector<Prepared> preps(fs.size());
-  for (size_t i = 0; i < fs.size(); ++i) prepare(fs[i], cfg, target, est[i], preps[i]);
+  for (size_t i = 0; i < fs.size(); ++i) prepare(fs[i], run, calls[i], preps[i]);
   std::vector<Timing> out(fs.size());
   std::vector<size_t> order(fs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   for (int round = 0; round < cfg.samples; ++round) {
     std::shuffle(order.begin(), order.end(), rng_);
-    for (size_t i : order) out[i].samples_us.push_back(sample(fs[i], cfg, preps[i]));
+    for (size_t i : order) out[i].samples_us.push_back(sample(fs[i], run, preps[i]));
   }
   for (size_t i = 0; i < fs.size(); ++i) {
     out[i].mode = cfg.mode;

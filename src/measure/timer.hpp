@@ -44,6 +44,12 @@ struct TimingConfig {
   // of a power-hungry cuBLASLt GEMM ran 13% slower than back to back). Doubles the timing cost;
   // the evaluator uses it, where A and B differ most.
   bool preroll = false;
+  // Offline and graph, several launches: a preroll before every timed batch whenever the longest
+  // call's estimate is at least this long (0: never). Long GEMMs run near the board's power limit,
+  // and a batch that starts from idle is timed in a different clock state than one that follows
+  // its own load (3072x28672x4096 on the H200: the same kernel at 972 and at 1809 us per call,
+  // by whether its batch held 2 or 3 calls); a preroll costs little next to such calls.
+  double preroll_above_us = 0;
   bool flush_l2 = false;
   double server_rate_hz = 2000; // server mode: mean call rate
 };
@@ -77,6 +83,14 @@ class Timer {
   // Paired A/B: time_interleaved over {A, B}, with the per-round ratios A/B.
   PairedTiming time_paired(const Launch& a, const Launch& b, const TimingConfig& cfg);
 
+  // Calls per batch for each launch of an interleaved set, from the per-call estimates (us).
+  // A single launch, or short calls: enough to last batch_target_us (rounded up). With
+  // `equal_batches` and calls long enough to set the batch length (twice the longest call, up to
+  // 50 ms), every launch's batch lasts about as long as every other's: the nearest whole number
+  // of calls, not the next one, so that a call 1% faster than the longest gets the same 2 calls,
+  // not 3 (a batch 50% longer, timed in a hotter power state). Pure: unit-tested without a GPU.
+  static std::vector<int> batch_calls(const std::vector<double>& est_us, const TimingConfig& cfg);
+
  private:
   struct Prepared {
     int calls = 1;        // calls per sample
@@ -84,8 +98,7 @@ class Timer {
   };
   void warm_up(const Launch& f, const TimingConfig& cfg);
   double estimate_us(const Launch& f, const TimingConfig& cfg);  // per call, from a short probe
-  int calls_for(double est_us, double target_us, const TimingConfig& cfg) const;
-  void prepare(const Launch& f, const TimingConfig& cfg, double target_us, double est_us, Prepared& prep);
+  void prepare(const Launch& f, const TimingConfig& cfg, int calls, Prepared& prep);
   double sample(const Launch& f, const TimingConfig& cfg, Prepared& prep);  // microseconds per call
   void flush();
   void validate(const TimingConfig& cfg) const;
