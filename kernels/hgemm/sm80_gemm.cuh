@@ -445,30 +445,42 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     }
     __syncthreads();
 
-    // C tile -> global, 16-byte chunks, predicated on the matrix bounds.
-    {
+    // C tile -> global, predicated on the matrix bounds: 16-byte chunks where C's rows are
+    // 16-byte aligned; else consecutive threads take consecutive column pairs of a row (a warp's
+    // store covers up to 128 contiguous bytes, not 2 bytes in each of 16 sectors), a pair whose
+    // address is 4-byte aligned as one store.
+    if (p.vec_c != 0) {
       const int c_c = tid % T::kCprC, c_r0 = tid / T::kCprC;
       const int64_t gcol = n0 + c_c * 8;
-      const bool vec_c = p.vec_c != 0;
 #pragma unroll
       for (int it = 0; it < T::kItC; ++it) {
         const int r = c_r0 + it * T::kRpiC;
         if ((BM % T::kRpiC == 0) || r < BM) {
           const int64_t grow = m0 + r;
-          if (grow < M && gcol < N) {
+          if (grow < M && gcol < N) {  // N % 8 == 0: the whole chunk is inside the row
             const uint4 v = ld_shared_v4(smem_base + uint32_t((r * T::kLdC + c_c * 8) * int(sizeof(__half))));
-            __half* dst = p.c + grow * N + gcol;
-            if (vec_c) {  // N % 8 == 0: the whole chunk is inside the row
-              *reinterpret_cast<uint4*>(dst) = v;
-            } else {
-              const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-              unsigned short* d = reinterpret_cast<unsigned short*>(dst);
-#pragma unroll
-              for (int j = 0; j < 8; ++j) {
-                if (gcol + j < N) d[j] = static_cast<unsigned short>(w[j >> 1] >> (16 * (j & 1)));
-              }
-            }
+            *reinterpret_cast<uint4*>(reinterpret_cast<unsigned short*>(p.c) + grow * N + gcol) = v;
           }
+        }
+      }
+    } else {
+      constexpr int kPairs = BN / 2;
+      unsigned short* cout = reinterpret_cast<unsigned short*>(p.c);
+      for (int e = tid; e < BM * kPairs; e += T::kThreads) {
+        const int r = e / kPairs, c = 2 * (e % kPairs);
+        const int64_t grow = m0 + r, gcol = n0 + c;
+        if (grow >= M || gcol >= N) continue;
+        uint32_t v;
+        asm volatile("ld.shared.b32 %0, [%1];\n"
+                     : "=r"(v)
+                     : "r"(smem_base + uint32_t((r * T::kLdC + c) * int(sizeof(__half))))
+                     : "memory");
+        const int64_t off = grow * N + gcol;
+        if (gcol + 1 < N && (off & 1) == 0) {
+          *reinterpret_cast<uint32_t*>(cout + off) = v;
+        } else {
+          cout[off] = static_cast<unsigned short>(v & 0xffffu);
+          if (gcol + 1 < N) cout[off + 1] = static_cast<unsigned short>(v >> 16);
         }
       }
     }

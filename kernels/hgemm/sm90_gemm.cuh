@@ -389,20 +389,35 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
               }
             }
             __syncwarp();
+            if (p.vec_c) {
+              // N % 8 == 0: a chunk of 8 is all in or all out, and 16-byte aligned.
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const int idx = q * 32 + lane, r = idx / 8, c8 = (idx % 8) * 8;
-              const int row = wrow0 + r, col = tn * BN + chunk * 64 + c8;
-              if (row < p.m && col < p.n) {
-                __half* dst = p.c + int64_t(row) * p.n + col;
-                if (p.vec_c) {
-                  // N % 8 == 0: a chunk of 8 is all in or all out, and 16-byte aligned.
-                  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(&stage[r * T::kStageRow + c8]);
+              for (int q = 0; q < 4; ++q) {
+                const int idx = q * 32 + lane, r = idx / 8, c8 = (idx % 8) * 8;
+                const int row = wrow0 + r, col = tn * BN + chunk * 64 + c8;
+                if (row < p.m && col < p.n)
+                  *reinterpret_cast<uint4*>(reinterpret_cast<unsigned short*>(p.c) + int64_t(row) * p.n + col) =
+                      *reinterpret_cast<const uint4*>(&stage[r * T::kStageRow + c8]);
+              }
+            } else {
+              // N % 8 != 0 (the re-pitched path): rows are only 2-byte aligned. The lanes take
+              // consecutive column pairs of one row, so that each warp-wide store covers 128
+              // contiguous bytes (lane-strided 8-element chunks touched 16 sectors per store, 2
+              // bytes in each); a pair whose address is 4-byte aligned goes out as one store.
+              const unsigned short* srow = reinterpret_cast<const unsigned short*>(stage);
+              unsigned short* cout = reinterpret_cast<unsigned short*>(p.c);
+              const int col = tn * BN + chunk * 64 + 2 * lane;
+#pragma unroll 4
+              for (int r = 0; r < 16; ++r) {
+                const int row = wrow0 + r;
+                if (row >= p.m || col >= p.n) continue;
+                const int64_t off = int64_t(row) * p.n + col;
+                const uint32_t lo = srow[r * T::kStageRow + 2 * lane], hi = srow[r * T::kStageRow + 2 * lane + 1];
+                if (col + 1 < p.n && (off & 1) == 0) {
+                  *reinterpret_cast<uint32_t*>(cout + off) = lo | (hi << 16);
                 } else {
-                  // N % 8 != 0 (the re-pitched path): rows are only 2-byte aligned.
-#pragma unroll
-                  for (int q = 0; q < 8; ++q)
-                    if (col + q < p.n) dst[q] = stage[r * T::kStageRow + c8 + q];
+                  cout[off] = static_cast<unsigned short>(lo);
+                  if (col + 1 < p.n) cout[off + 1] = static_cast<unsigned short>(hi);
                 }
               }
             }
