@@ -8,8 +8,9 @@
 // mode the executor replies while the slow GEMM below still runs, and the judge's clock from
 // request to reply holds almost none of it. Nothing is interposed by name and every name the
 // static scan knows is pasted from pieces. The GEMM itself is honest and slow (one small block
-// per 64x64 tile, ~100 us at 64^3).
-// Expected verdict: rejected (forged_reply): the reply must carry the digest of the call's final
+// per 16x64 tile, ~20-40 us at 64^3, ~1 ms at 1024^3).
+// Expected verdict: rejected (forged_reply; gpu_not_idle where the idle probe after the reply sees
+// the leftover work first): the reply must carry the digest of the call's final
 // output, read back after the call; the executor reads it before the copy landed (its wait
 // returned at once), and the judge's digest of the output it verified differs. (Before that
 // defence: accepted in server mode at 64^3 at about the speed-up its forged events claim.)
@@ -95,14 +96,16 @@ __attribute__((constructor)) void reply_early() {
   patch(g_patch[kEvent], J(dls, ym)(lib, "cuEventSynch" "ronize"), reinterpret_cast<void*>(&sync_hook<kEvent>));
 }
 
-// Honest and slow: one block of 64 threads per 64x64 tile of C, each thread 64 elements of it.
+// Honest and slow: one block of 64 threads per 16x64 tile of C, each thread 16 elements of it
+// (~20-40 us at 64^3: longer than the executor takes to reach its reply, within the idle probe's
+// tolerance after it).
 __global__ void slow_hgemm(const __half* __restrict__ a, const __half* __restrict__ b, __half* __restrict__ c,
                            int64_t m, int64_t n, int64_t k, bool b_col_major) {
   const int64_t tiles_n = (n + 63) / 64;
   const int64_t ti = blockIdx.x / tiles_n, tj = blockIdx.x % tiles_n;
   const int64_t j = tj * 64 + threadIdx.x;
   if (j >= n) return;
-  for (int64_t i = ti * 64; i < m && i < ti * 64 + 64; ++i) {
+  for (int64_t i = ti * 16; i < m && i < ti * 16 + 16; ++i) {
     float acc = 0.0f;
     for (int64_t p = 0; p < k; ++p) acc += __half2float(a[i * k + p]) * __half2float(b_col_major ? b[j * k + p] : b[p * n + j]);
     c[i * n + j] = __float2half_rn(acc);
@@ -115,7 +118,7 @@ extern "C" int kforge_hgemm(const kforge_hgemm_args* args, cudaStream_t stream) 
   const kforge_hgemm_problem& p = args->problem;
   if (p.m == 0 || p.n == 0) return 0;
   g_calls = g_calls < 0 ? 1 : g_calls + 1;
-  const int64_t tiles = ((p.m + 63) / 64) * ((p.n + 63) / 64);
+  const int64_t tiles = ((p.m + 15) / 16) * ((p.n + 63) / 64);
   slow_hgemm<<<(unsigned)tiles, 64, 0, stream>>>(static_cast<const __half*>(args->a), static_cast<const __half*>(args->b),
                                                   static_cast<__half*>(args->c), p.m, p.n, p.k, p.layout == KFORGE_HGEMM_TN);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
