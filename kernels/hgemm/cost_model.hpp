@@ -87,17 +87,23 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   const double area = double(c.bm) * c.bn;
   // Multicast pairs get no credit: measured 25-58% slower than their twins on the H200
   // (docs/perf-notes.md, fourth session), against +2.7% published on an H100.
-  // The sm_80 family on rows that are not 16-byte multiples (K % 8, or N % 8 for an N-major B, taken
-  // as either here) loads element by element: measured 62 TFLOP/s at 4095x4097x4093 (issue 18).
-  const bool rows_unaligned = k % 8 != 0 || n % 8 != 0;
-  const double eff = c.family == Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
-                     : rows_unaligned        ? 0.1
-                                             : 0.35;
+  const double eff = c.family == Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
-  const double tile_us = 2.0 * area * k_per / (tflops * 1e6 / sms * eff);
-  // fp16: each input read once, the output written once.
-  const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
+  double tile_us = 2.0 * area * k_per / (tflops * 1e6 / sms * eff);
+  // The sm_80 family on rows that are not 16-byte multiples (A's when K % 8; B's when K or N % 8,
+  // taken as either layout here) loads those operands element by element into registers before
+  // each K tile's shared store, so the loads are neither pipelined nor hidden under the mma: a
+  // CTA's time adds its guarded elements at ~0.6 per ns per warp. Measured on the H200 (issue 18):
+  // 543x351x1099 on 32x64 tiles of 2 warps 69 us (0.8 per ns per warp), 4095x4097x4093 on 128x128
+  // tiles of 4 warps, 2 CTAs per SM, 62 TFLOP/s (0.5). Guarded loads past K are skipped.
+  if (c.family == Family::kSm80 && (k % 8 != 0 || n % 8 != 0)) {
+    const double guarded_rows = (k % 8 != 0 ? double(c.bm) : 0.0) + double(c.bn);
+    tile_us += guarded_rows * double(k) / (600.0 * std::max(1, c.consumers));
+  }
+  // fp16: each input read once, the output written once; C rows that are not 16-byte multiples
+  // (N % 8) are stored in 2- and 4-byte pieces, charged as twice their bytes.
+  const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n * (n % 8 != 0 ? 2.0 : 1.0));
   double mem_us = bytes / ((d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3);
   // A tile whose rows are mostly padding (M under half of bm: decode shapes) streams B through one
   // pipeline per column tile at about 0.45 of the bandwidth cuBLASLt reaches (measured 0.46-0.62
