@@ -603,7 +603,8 @@ class Judge {
   }
 
   // The GPU is idle when a probe kernel of this process runs at its normal latency.
-  bool gpu_idle(double* seen = nullptr) {
+  // `idle_at`: when the probe that showed the GPU idle ended, by this process's clock.
+  bool gpu_idle(double* seen = nullptr, double* idle_at = nullptr) {
     // Another context's work shows as time slices of ~2 ms (1,856 us seen on the H200 against
     // ~30 us idle); the bound leaves room for the host's own jitter, and a slow probe is repeated.
     // The probe is timed on the host (so that it sees a wait behind another context's slice), so a
@@ -612,15 +613,25 @@ class Judge {
     // holds the GPU for far longer than those four probes take, so it still shows.
     const double bound = 2 * w_.idle_probe_us + 100.0;
     double p = probe_once(s_);
+    if (idle_at) *idle_at = now_us();
     for (int i = 0; i < 3 && p > bound; ++i) {
       std::this_thread::sleep_for(std::chrono::microseconds(300));
       p = std::min(p, probe_once(s_));
+      if (idle_at) *idle_at = now_us();
     }
     if (seen) *seen = p;
     return p <= bound;
   }
 
-  // Sends one batch to `e` (the other executor stopped), the GPU idle before and after.
+  // Sends one batch to `e` (the other executor stopped), the GPU idle before and after. `wall_us`:
+  // from the request to the reply in server mode (there the reply's digest proves the call done);
+  // otherwise to the end of the probe that showed the GPU idle after the reply, so that work the
+  // executor left running when it answered (its synchronisation patched to return early) is
+  // timed: the probe waits behind it (another context's work holds the GPU in slices of ~2 ms),
+  // and its retries (four probes and three 300 us sleeps, ~9 ms while the GPU is busy) would
+  // otherwise hide most of an 8 ms batch (hacked/offline_early_reply.cu). The empty probes of the
+  // channel are measured the same way, so the probe's own latency cancels; an honest batch's
+  // first probe passes, so its retries cost nothing but where the OS put the judge's thread aside.
   nlohmann::json send(Executor& e, const nlohmann::json& req, double* wall_us) {
     Executor& other = &e == cand_.get() ? *w_.baseline : *cand_;
     other.stop();
@@ -648,7 +659,11 @@ class Judge {
       // The baseline's own failure is kforge's, not the candidate's: start afresh.
       throw Fatal{reason::kInternalError, "the baseline executor failed (" + f.code + "): " + f.why};
     }
-    if (!gpu_idle(&seen))
+    const double replied = now_us();
+    double idle_at = replied;
+    const bool idle_after = gpu_idle(&seen, &idle_at);
+    if (wall_us && req.value("mode", "") != "server") *wall_us += idle_at - replied;
+    if (!idle_after)
       throw ExecFailure{reason::kGpuNotIdle, strf("the GPU was still busy after the %s said done (a 20 us probe took "
                                                   "%.0f us): work ran outside the calls it was timed on",
                                                   &e == cand_.get() ? "candidate" : "baseline", seen)};
