@@ -19,6 +19,12 @@
 #           dispatcher's odd shapes, resident CTAs (~30-60 s; ctest-offgrid-kernels.log); then, unless
 #           OFFGRID_KERNELS_BENCH=0, every variant vs cuBLASLt on 8 decode and unaligned shapes
 #           (offgrid-kernels-variants.csv, ~40 s)
+#   offgrid-probe  issue 18's open questions measured on a few probe shapes, graph mode, tn (~40 s):
+#           mid M with the same per-CTA work as tuned grid entries (224/256 x 3072/4096 x 8192,
+#           218/256 x 4096 x 4096: is 224x3072x8192's 40 us against the 256x4096x8192 entry's tuned
+#           30 us the partial M tile or the measurement?), and every decode variant at M = 16, 31
+#           and 32 on 4096x4096 (why the m32 variants lose bandwidth): offgrid-probe.csv,
+#           offgrid-probe-variants.csv, offgrid-probe.log
 #   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
 #           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
 #           at its faster one: the even-numbered half first, then the odd half if OFFGRID_BUDGET
@@ -248,6 +254,12 @@ if has threads; then
   echo "== the exported C API from eight host threads (every call checked), and its host cost"
   timeout 240 ctest --test-dir "$build" --output-on-failure -R "EightHostThreads|ApiHostCost|DispatcherServesOddShapes" \
     2>&1 | tee "$out/threads.log" | grep -E "threads x|first failure|ns per call|Passed|Failed|SKIPPED|tests passed|Expected|Which is|\*\*\*" | head -40 || true
+fi
+if has offgrid-probe; then
+  echo "== issue 18 probes: mid M against tuned grid entries, decode variants at M = 16, 31, 32"
+  timeout 150 $kf hgemm bench --baselines ours,ours_all,lt_auto --no-db --samples 7 --mode graph --layouts tn \
+    --shapes 256x4096x8192,224x4096x8192,224x3072x8192,256x3072x8192,256x4096x4096,218x4096x4096,16x4096x4096,31x4096x4096,32x4096x4096 \
+    --out "$out/offgrid-probe.csv" --variants-out "$out/offgrid-probe-variants.csv" 2>&1 | tee "$out/offgrid-probe.log" | tail -30 || true
 fi
 if has offgrid; then
   echo "== off-grid shapes: ours vs lt_auto, offline and graph, each at its faster layout"
