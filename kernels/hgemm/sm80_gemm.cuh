@@ -476,7 +476,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
                      : "r"(smem_base + uint32_t((r * T::kLdC + c) * int(sizeof(__half))))
                      : "memory");
         const int64_t off = grow * N + gcol;
-        if (gcol + 1 < N && (off & 1) == 0) {
+        // 4-byte aligned address (C's base may be 2-byte aligned only: a view at an odd offset).
+        if (gcol + 1 < N && (reinterpret_cast<uintptr_t>(cout + off) & 3u) == 0) {
           *reinterpret_cast<uint32_t*>(cout + off) = v;
         } else {
           cout[off] = static_cast<unsigned short>(v & 0xffffu);

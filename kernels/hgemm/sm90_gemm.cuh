@@ -413,7 +413,8 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
                 if (row >= p.m || col >= p.n) continue;
                 const int64_t off = int64_t(row) * p.n + col;
                 const uint32_t lo = srow[r * T::kStageRow + 2 * lane], hi = srow[r * T::kStageRow + 2 * lane + 1];
-                if (col + 1 < p.n && (off & 1) == 0) {
+                // 4-byte aligned address (C's base may be 2-byte aligned only: a view at an odd offset).
+                if (col + 1 < p.n && (reinterpret_cast<uintptr_t>(cout + off) & 3u) == 0) {
                   *reinterpret_cast<uint32_t*>(cout + off) = lo | (hi << 16);
                 } else {
                   cout[off] = static_cast<unsigned short>(lo);
