@@ -61,7 +61,12 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   // In flight per CTA: its streamed operand's tiles (the small operand's rows are few, mostly zero fill).
   const double per_cta_bw = double(std::max(1, c.stages - 1)) * c.bn * c.bk * 2.0 / 1.5;  // bytes per us
   const double in_flight_bw = std::min(ctas, double(res)) * per_cta_bw;
-  const double mem_us = bytes / std::min(0.9 * bw, in_flight_bw);
+  // Every column tile's CTAs read their slice of the small operand from L2 (its MT rows are few,
+  // but re-read once per column tile): narrower tiles re-read it more often. Taken at about twice
+  // the device memory's bandwidth.
+  const double small_rows = double(c.max_n > 0 ? n : m);
+  const double reread_bytes = tiles * double(k) * small_rows * 2.0;
+  const double mem_us = bytes / std::min(0.9 * bw, in_flight_bw) + reread_bytes / (2.0 * bw);
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
   const double busy = std::min(1.0, ctas / sms);
   const double mma_us = 2.0 * c.bm * (tiles * c.bn) * k / (tflops * 1e6 * 0.5 * busy);
