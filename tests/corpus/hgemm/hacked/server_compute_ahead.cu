@@ -4,9 +4,10 @@
 // driver's address-range query, its name pasted from pieces) and, in one launch, computes every
 // slot whose output is still the judge's poison: the call's own and every other call's of the
 // batch that is already prepared. Later calls of the batch find their output written and do almost
-// nothing. Offline, a batch's time is its sum and nothing is gained; in server mode a call's time
-// is the median over the calls, and every call but the first is then free. The GEMM itself is
-// honest and slow (one thread per element).
+// nothing. Offline, a batch's time is its sum and this slow kernel gains nothing (it writes the
+// batch's decoy slots there, as hacked/offline_compute_ahead.cu, and is out_of_bounds); in server
+// mode, where it is judged here, a call's time is the median over the calls, and every call but
+// the first is then free. The GEMM itself is honest and slow (one thread per element).
 // Expected verdict: no faster than that honest kernel (no_gain): in server mode each call's slot
 // gets its inputs just before its call, so while a call runs no later call's inputs exist and no
 // other slot holds poison. (Before that defence: every server call but the first of each batch
