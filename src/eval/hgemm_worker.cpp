@@ -801,9 +801,28 @@ class Judge {
                                            human_bytes(held).c_str()));
   }
 
+  // Two slots stay out of every batch, for its decoys (see sample()), where the arena has more than 6.
   size_t calls_for_8ms(double batch_us, size_t calls) const {
     const double per_call = std::max(batch_us / double(std::max<size_t>(calls, 1)), 0.5);
-    return size_t(std::clamp(std::ceil(8000.0 / per_call), 4.0, double(std::max<uint64_t>(L_.slots, 1))));
+    const double most = std::max(4.0, double(L_.slots) - double(kDecoys));
+    return size_t(std::clamp(std::ceil(8000.0 / per_call), 4.0, std::min(most, double(std::max<uint64_t>(L_.slots, 1)))));
+  }
+
+  // Up to kDecoys slots that `b` does not call, prepared as its calls' are (fresh inputs, poisoned
+  // output) and never called; empty where the arena has no slot to spare.
+  Batch decoys_for(const Batch& b) {
+    Batch d;
+    d.seed = os_random();
+    std::vector<int> free_slots;
+    for (uint64_t i = 0; i < L_.slots; ++i)
+      if (std::find(b.order.begin(), b.order.end(), int(i)) == b.order.end()) free_slots.push_back(int(i));
+    for (size_t i = 0; i < kDecoys && !free_slots.empty(); ++i) {
+      const size_t at = size_t(os_random() % free_slots.size());
+      d.order.push_back(free_slots[at]);
+      free_slots.erase(free_slots.begin() + long(at));
+      d.dists.push_back((unsigned char)kCheckDists[os_random() % 4]);
+    }
+    return d;
   }
 
   // The channel's round trip (an empty request) by the judge's clock: the median of 5, and in
@@ -832,13 +851,20 @@ class Judge {
     return std::min(cand_channel_, base_channel_ + (server ? 0.0 : std::max(20.0, base_spread_)));
   }
 
-  // One sample of one side: an untimed preroll batch, then the timed batch; both checked.
+  // One sample of one side: an untimed preroll batch, then the timed batch; both checked. Offline,
+  // each batch has decoys: slots prepared as its calls' are but not called. A call that computes
+  // other slots than its own (every slot whose output is still poison, in one launch, the later
+  // calls then returning at once: ~30x at 64^3 offline, hacked/offline_compute_ahead.cu) writes a
+  // decoy too, and is `out_of_bounds`; a decoy is told from a call only by the request's order.
   double sample(Executor& e, const std::string& mode, const Batch* fixed_order) {
     const bool is_cand = &e == cand_.get();
     double per_call = 0;
     for (int pass = 0; pass < 2; ++pass) {
       Batch b = new_batch(is_cand ? batch_calls_ : base_batch_calls_);
       if (fixed_order) b.order = fixed_order->order;
+      const Batch decoys = fixed_order ? Batch{} : decoys_for(b);
+      std::vector<SlotCheck> decoys_before;
+      if (!decoys.order.empty()) prepare(decoys, false), decoys_before = before_;
       prepare(b);
       double wall = 0;
       nlohmann::json rep = send(e, run_req(b, mode), &wall);
@@ -848,6 +874,18 @@ class Judge {
         judge_baseline_batch(b, rep, "baseline", true);
       }
       if (!v_.reasons.empty()) return 0;
+      if (!decoys.order.empty()) {
+        const std::vector<SlotCheck> now = scan(decoys);
+        for (size_t i = 0; i < now.size(); ++i)
+          if (now[i].out_hash != decoys_before[i].out_hash || now[i].in_hash != decoys_before[i].in_hash ||
+              now[i].guard != decoys_before[i].guard) {
+            if (!is_cand) throw Fatal{reason::kInternalError, "the baseline's calls changed a slot no call was given"};
+            v_.reject(reason::kOutOfBounds, strf("%s timing: the calls changed a slot of the arena that no call of the "
+                                                 "batch was given (its output or inputs): work on other calls' buffers",
+                                                 mode.c_str()));
+            return 0;
+          }
+      }
       per_call = std::max(wall - (is_cand ? candidate_channel(false) : base_channel_), 0.01) / double(b.order.size());
     }
     return per_call;
@@ -1117,6 +1155,7 @@ class Judge {
   bool warmed_up_ = false;
   ArenaLayout L_;
   DeviceBuffer arena_, slots_dev_, dists_dev_, checks_dev_, keys_dev_, digests_dev_;
+  static constexpr size_t kDecoys = 2;  // slots prepared but not called in each offline timed batch
   std::vector<SlotCheck> before_, last_after_;
   int last_slot_ = -1;
   size_t batch_calls_ = 8;       // the candidate's calls per batch, from its own speed once it is known
