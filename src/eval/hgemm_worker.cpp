@@ -813,9 +813,11 @@ class Judge {
   Batch decoys_for(const Batch& b) {
     Batch d;
     d.seed = os_random();
+    std::vector<char> called(L_.slots, 0);
+    for (int slot : b.order) called.at(size_t(slot)) = 1;
     std::vector<int> free_slots;
     for (uint64_t i = 0; i < L_.slots; ++i)
-      if (std::find(b.order.begin(), b.order.end(), int(i)) == b.order.end()) free_slots.push_back(int(i));
+      if (!called[i]) free_slots.push_back(int(i));
     for (size_t i = 0; i < kDecoys && !free_slots.empty(); ++i) {
       const size_t at = size_t(os_random() % free_slots.size());
       d.order.push_back(free_slots[at]);
