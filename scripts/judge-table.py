@@ -28,10 +28,11 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SM90 = re.compile(r"^sm90_(nn|tn)_(f32|f16)_(\d+)x(\d+)_s(\d+)_c(\d+)_k(\d+)_g(\d+)_(true|false|pp|mc2)$")
-SM80 = re.compile(r"^sm80_(nn|tn)_(f32|f16)_(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)_s(\d+)$")
+SM90 = re.compile(r"^sm90_(nn|tn)_(f32|f16|bf16)_(\d+)x(\d+)_s(\d+)_c(\d+)_k(\d+)_g(\d+)_(true|false|pp|mc2)$")
+SM80 = re.compile(r"^sm80_(nn|tn)_(f32|f16|bf16)_(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)_s(\d+)$")
 LAYOUT = {"nn": "KFORGE_HGEMM_NN", "tn": "KFORGE_HGEMM_TN"}
-ACC = {"f32": "KFORGE_HGEMM_ACC_F32", "f16": "KFORGE_HGEMM_ACC_F16"}
+ACC = {"f32": "KFORGE_HGEMM_ACC_F32", "f16": "KFORGE_HGEMM_ACC_F16", "bf16": "KFORGE_HGEMM_ACC_F32"}  # bf16: fp32 acc
+BF16 = "KFORGE_HGEMM_BF16"
 
 
 def kernel_class(name):
@@ -40,15 +41,18 @@ def kernel_class(name):
     if m:
         lay, acc, bm, bn, st, c, sk, g, p = m.groups()
         L, A = LAYOUT[lay], ACC[acc]
+        dt = f", {BF16}" if acc == "bf16" else ""
         if p == "pp":
-            return f"kforge::kernels::sm90::Gemm<{bm}, {bn}, {st}, 2, 1, {g}, true, {L}, {A}, true>", "sm90_gemm.cuh", lay
+            return f"kforge::kernels::sm90::Gemm<{bm}, {bn}, {st}, 2, 1, {g}, true, {L}, {A}, true, 1{dt}>", "sm90_gemm.cuh", lay
         if p == "mc2":
-            return f"kforge::kernels::sm90::Gemm<{bm}, {bn}, {st}, 2, 1, {g}, true, {L}, {A}, false, 2>", "sm90_gemm.cuh", lay
-        return f"kforge::kernels::sm90::Gemm<{bm}, {bn}, {st}, {c}, {sk}, {g}, {p}, {L}, {A}>", "sm90_gemm.cuh", lay
+            return f"kforge::kernels::sm90::Gemm<{bm}, {bn}, {st}, 2, 1, {g}, true, {L}, {A}, false, 2{dt}>", "sm90_gemm.cuh", lay
+        tail = f", false, 1{dt}" if dt else ""
+        return f"kforge::kernels::sm90::Gemm<{bm}, {bn}, {st}, {c}, {sk}, {g}, {p}, {L}, {A}{tail}>", "sm90_gemm.cuh", lay
     m = SM80.match(name)
     if m:
         lay, acc, bm, bn, bk, wm, wn, st = m.groups()
-        return (f"kforge::kernels::sm80::Gemm<{bm}, {bn}, {bk}, {wm}, {wn}, {st}, {LAYOUT[lay]}, {ACC[acc]}>",
+        dt = f", {BF16}" if acc == "bf16" else ""
+        return (f"kforge::kernels::sm80::Gemm<{bm}, {bn}, {bk}, {wm}, {wn}, {st}, {LAYOUT[lay]}, {ACC[acc]}{dt}>",
                 "sm80_gemm.cuh", lay)
     return None
 

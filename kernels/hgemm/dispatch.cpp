@@ -14,15 +14,15 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h;
 }
 
-uint64_t problem_hash(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) {
+uint64_t problem_hash(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a, kforge_hgemm_dtype t) {
   uint64_t h = 0;
-  for (uint64_t v : {uint64_t(m), uint64_t(n), uint64_t(k), uint64_t(l), uint64_t(a)}) h = mix(h, v);
+  for (uint64_t v : {uint64_t(m), uint64_t(n), uint64_t(k), uint64_t(l), uint64_t(a) | uint64_t(t) << 8}) h = mix(h, v);
   return h;
 }
 
 bool valid(const kforge_hgemm_problem& p) { return p.m >= 1 && p.n >= 1 && p.k >= 1; }
 
-constexpr size_t kMaxVariants = 256;
+constexpr size_t kMaxVariants = 512;
 
 std::atomic<uint64_t> g_next_dispatcher_id{1};
 
@@ -91,6 +91,7 @@ double predicted_us(const KernelVariant& v, const kforge_hgemm_problem& p, const
 const char* to_string(Choice::How h) {
   switch (h) {
     case Choice::How::kTable: return "tuned table";
+    case Choice::How::kTableTwin: return "tuned table, the fp16 entry's configuration in bf16";
     case Choice::How::kNeighbour: return "nearest tuned neighbours";
     case Choice::How::kModel: return "cost model";
     default: return "none";
@@ -126,7 +127,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, int sms, int cc
 const KernelVariant* table_choice(const DispatchEntry* table, size_t n, const kforge_hgemm_problem& p) {
   for (size_t i = 0; i < n; ++i) {
     const DispatchEntry& e = table[i];
-    if (e.m == p.m && e.n == p.n && e.k == p.k && e.layout == p.layout && e.acc == p.acc) {
+    if (e.m == p.m && e.n == p.n && e.k == p.k && e.layout == p.layout && e.acc == p.acc && e.dtype == p.dtype) {
       const KernelVariant* v = find_variant(e.variant);
       if (v && v->supports(&p)) return v;
     }
@@ -139,7 +140,19 @@ const KernelVariant* padded_twin(const KernelVariant& v) {
   size_t count = 0;
   const KernelVariant* all = variants(&count);
   for (size_t i = 0; i < count; ++i)
-    if (all[i].config.pad && all[i].layout == v.layout && all[i].acc == v.acc && same_but_pad(all[i].config, v.config))
+    if (all[i].config.pad && all[i].layout == v.layout && all[i].acc == v.acc && all[i].dtype == v.dtype &&
+        same_but_pad(all[i].config, v.config))
+      return &all[i];
+  return nullptr;
+}
+
+const KernelVariant* dtype_twin(const KernelVariant& v, kforge_hgemm_dtype dt) {
+  if (v.dtype == dt) return &v;
+  size_t count = 0;
+  const KernelVariant* all = variants(&count);
+  for (size_t i = 0; i < count; ++i)
+    if (all[i].dtype == dt && all[i].layout == v.layout && all[i].acc == v.acc && all[i].config.pad == v.config.pad &&
+        same_but_pad(all[i].config, v.config))
       return &all[i];
   return nullptr;
 }
@@ -148,20 +161,25 @@ Dispatcher::Dispatcher(const DispatchEntry* table, size_t n)
     : table_(table), n_(table ? n : 0), id_(g_next_dispatcher_id.fetch_add(1)) {
   for (size_t i = 0; i < n_; ++i) {
     const DispatchEntry& e = table_[i];
-    exact_[problem_hash(e.m, e.n, e.k, e.layout, e.acc)].push_back(i);
+    exact_[problem_hash(e.m, e.n, e.k, e.layout, e.acc, e.dtype)].push_back(i);
     const KernelVariant* v = find_variant(e.variant);
-    if (v && e.m >= 1 && e.n >= 1 && e.k >= 1)
-      coords_.push_back({std::log(double(e.m)), std::log(double(e.n)), std::log(double(e.k)), v, e.layout, e.acc,
-                         small_m_regime(e.m), small_n_regime(e.n), padded_twin(*v)});
+    if (!v || e.m < 1 || e.n < 1 || e.k < 1) continue;
+    const Coord c{std::log(double(e.m)), std::log(double(e.n)), std::log(double(e.k)), v, e.layout, e.acc, e.dtype,
+                  small_m_regime(e.m), small_n_regime(e.n), padded_twin(*v)};
+    coords_.push_back(c);
+    // An fp16 entry proposes its bf16 twin to bf16 problems (see the header).
+    if (e.dtype == KFORGE_HGEMM_F16 && e.acc == KFORGE_HGEMM_ACC_F32)
+      if (const KernelVariant* b = dtype_twin(*v, KFORGE_HGEMM_BF16))
+        coords_.push_back({c.lm, c.ln, c.lk, b, e.layout, e.acc, KFORGE_HGEMM_BF16, c.small_m, c.small_n, padded_twin(*b)});
   }
 }
 
 const KernelVariant* Dispatcher::exact(const kforge_hgemm_problem& p, int cc) const {
-  const auto it = exact_.find(problem_hash(p.m, p.n, p.k, p.layout, p.acc));
+  const auto it = exact_.find(problem_hash(p.m, p.n, p.k, p.layout, p.acc, p.dtype));
   if (it == exact_.end()) return nullptr;
   for (size_t i : it->second) {
     const DispatchEntry& e = table_[i];
-    if (e.m != p.m || e.n != p.n || e.k != p.k || e.layout != p.layout || e.acc != p.acc) continue;
+    if (e.m != p.m || e.n != p.n || e.k != p.k || e.layout != p.layout || e.acc != p.acc || e.dtype != p.dtype) continue;
     const KernelVariant* v = find_variant(e.variant);
     if (v && v->supports(&p) && runs_on(*v, cc)) return v;
   }
@@ -179,7 +197,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   std::vector<Near> near;
   double nearest = std::numeric_limits<double>::infinity();
   for (const Coord& c : coords_) {
-    if (c.layout != p.layout || c.acc != p.acc || !runs_on(*c.v, d.cc)) continue;
+    if (c.layout != p.layout || c.acc != p.acc || c.dtype != p.dtype || !runs_on(*c.v, d.cc)) continue;
     // Decode shapes are their own regime: a tuned M = 64 entry says nothing about M = 8.
     if (c.small_m != small_m || c.small_n != small_n) continue;
     const double dist = std::sqrt((c.lm - lm) * (c.lm - lm) + (c.ln - ln) * (c.ln - ln) + (c.lk - lk) * (c.lk - lk));
@@ -215,10 +233,26 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   return best;
 }
 
+const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int cc) const {
+  if (p.dtype != KFORGE_HGEMM_BF16 || p.acc != KFORGE_HGEMM_ACC_F32) return nullptr;
+  const auto it = exact_.find(problem_hash(p.m, p.n, p.k, p.layout, p.acc, KFORGE_HGEMM_F16));
+  if (it == exact_.end()) return nullptr;
+  for (size_t i : it->second) {
+    const DispatchEntry& e = table_[i];
+    if (e.m != p.m || e.n != p.n || e.k != p.k || e.layout != p.layout || e.acc != p.acc || e.dtype != KFORGE_HGEMM_F16)
+      continue;
+    const KernelVariant* v = find_variant(e.variant);
+    const KernelVariant* b = v ? dtype_twin(*v, KFORGE_HGEMM_BF16) : nullptr;
+    if (b && b->supports(&p) && runs_on(*b, cc)) return b;
+  }
+  return nullptr;
+}
+
 Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const {
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
+  else if ((c.variant = exact_twin(p, d.cc))) c.how = Choice::How::kTableTwin;
   else if ((c.variant = neighbour(p, d, dev))) c.how = Choice::How::kNeighbour;
   else if ((c.variant = model_choice(p, d, dev, d.cc))) c.how = Choice::How::kModel;
   if (!c.variant) return c;
@@ -233,23 +267,23 @@ Choice Dispatcher::resolve_cached(const kforge_hgemm_problem& p, const DeviceMod
   struct Key {
     uint64_t id;
     int64_t m, n, k;
-    int layout, acc, sms, cc, dev;
+    int layout, acc, dtype, sms, cc, dev;
     bool operator==(const Key& o) const {
-      return id == o.id && m == o.m && n == o.n && k == o.k && layout == o.layout && acc == o.acc && sms == o.sms &&
+      return id == o.id && m == o.m && n == o.n && k == o.k && layout == o.layout && acc == o.acc && dtype == o.dtype && sms == o.sms &&
              cc == o.cc && dev == o.dev;
     }
   };
   struct KeyHash {
     size_t operator()(const Key& k) const {
       uint64_t h = k.id;
-      for (uint64_t v : {uint64_t(k.m), uint64_t(k.n), uint64_t(k.k), uint64_t(k.layout) << 8 | uint64_t(k.acc),
+      for (uint64_t v : {uint64_t(k.m), uint64_t(k.n), uint64_t(k.k), uint64_t(k.layout) << 16 | uint64_t(k.acc) << 8 | uint64_t(k.dtype),
                          uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev))})
         h = mix(h, v);
       return size_t(h);
     }
   };
   thread_local std::unordered_map<Key, Choice, KeyHash> memo;
-  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), d.sms, d.cc, dev};
+  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), d.sms, d.cc, dev};
   const auto it = memo.find(key);
   if (it != memo.end()) return it->second;
   const Choice c = resolve(p, d, dev);

@@ -1,4 +1,11 @@
-// Dispatch: from a problem (M, N, K, layout, accumulation) to the variant that runs it.
+// Dispatch: from a problem (M, N, K, layout, accumulation, dtype) to the variant that runs it.
+// Every step considers only variants whose supports() accepts the problem, and supports() checks
+// the dtype: a bf16 problem runs only on a bf16 variant (and table entries match on dtype too).
+// A bf16 problem without bf16 entries of its own borrows the fp16 table's configurations: in steps
+// 1 and 2 an fp16 (fp32-accumulation) entry proposes its bf16 twin (dtype_twin: the same
+// KernelConfig and layout in bf16), where this build has one. The fp16 winner's tile, pipeline and
+// split suit the bf16 problem of the same shape (the same wgmma rate, the same bytes moved); a
+// bf16 entry of the same shape, once tuned, comes first.
 //
 // In order:
 //  1. the tuned table's entry for exactly this problem, when its variant supports it here;
@@ -29,6 +36,7 @@ struct DispatchEntry {
   kforge_hgemm_layout layout;
   kforge_hgemm_acc acc;
   const char* variant;  // a name from variants()
+  kforge_hgemm_dtype dtype = KFORGE_HGEMM_F16;  // last, so that {m, n, k, layout, acc, variant} is an fp16 entry
 };
 
 // Neighbours within this distance (natural log units, over the three sizes together) of the
@@ -47,8 +55,11 @@ int64_t small_m_limit();
 int64_t small_n_limit();
 bool small_n_regime(int64_t n);
 // The padded twin of `v` (KernelConfig::pad, otherwise the same configuration, layout and
-// accumulation), or nullptr when it has none or is one.
+// accumulation and dtype), or nullptr when it has none or is one.
 const KernelVariant* padded_twin(const KernelVariant& v);
+// The variant of `v`'s configuration (KernelConfig, pad included), layout and accumulation in dtype
+// `dt`, or nullptr when this build has none (bf16 has a subset of the fp16 configurations).
+const KernelVariant* dtype_twin(const KernelVariant& v, kforge_hgemm_dtype dt);
 bool small_m_regime(int64_t m);
 
 // CTAs of `v` resident at once on device `dev` (whole clusters), asked once per (device, variant)
@@ -64,7 +75,8 @@ struct Choice {
   const KernelVariant* variant = nullptr;    // for 16-byte aligned pointers
   const KernelVariant* unaligned = nullptr;  // for pointers that are not (a variant of a family without TMA; == variant when it is one)
   size_t workspace = 0;                      // max of both variants' workspace needs
-  enum class How { kNone, kTable, kNeighbour, kModel } how = How::kNone;
+  // kTableTwin: a bf16 problem on the bf16 twin of the fp16 entry of exactly its shape.
+  enum class How { kNone, kTable, kTableTwin, kNeighbour, kModel } how = How::kNone;
 };
 const char* to_string(Choice::How h);
 
@@ -87,6 +99,8 @@ class Dispatcher {
 
   // The tuned entry for exactly `p` whose variant supports it on cc, or nullptr.
   const KernelVariant* exact(const kforge_hgemm_problem& p, int cc) const;
+  // For a bf16 problem: the bf16 twin of the fp16 entry of exactly its shape, if it serves it on cc.
+  const KernelVariant* exact_twin(const kforge_hgemm_problem& p, int cc) const;
   // Step 2 alone: the neighbours' proposal the cost model ranks best, or nullptr.
   const KernelVariant* neighbour(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const;
   size_t size() const { return n_; }
@@ -97,6 +111,7 @@ class Dispatcher {
     const KernelVariant* v;
     kforge_hgemm_layout layout;
     kforge_hgemm_acc acc;
+    kforge_hgemm_dtype dtype;
     bool small_m;              // small_m_regime(m)
     bool small_n;              // small_n_regime(n)
     const KernelVariant* twin;  // v's padded twin (K or N % 8 != 0), or nullptr
@@ -104,7 +119,7 @@ class Dispatcher {
   const DispatchEntry* table_;
   size_t n_;
   uint64_t id_;
-  std::unordered_map<uint64_t, std::vector<size_t>> exact_;  // hash of (m, n, k, layout, acc) -> entries
+  std::unordered_map<uint64_t, std::vector<size_t>> exact_;  // hash of (m, n, k, layout, acc, dtype) -> entries
   std::vector<Coord> coords_;                                // entries whose variant this build has
 };
 

@@ -2,7 +2,7 @@
 // table, the tuner, the dispatcher and the exported library.
 //
 // A variant is one instantiation of a kernel template for one config (tile, pipeline, split-K,
-// rasterisation), one B layout and one accumulation precision. Each variant's entry points
+// rasterisation), one B layout, one accumulation precision and one element type (fp16 or bf16). Each variant's entry points
 // follow the candidate ABI of include/kforge/abi/hgemm.h, so a variant is an ordinary HGEMM
 // candidate to the evaluator.
 #pragma once
@@ -71,7 +71,8 @@ struct KernelVariant {
   KernelConfig config;
   kforge_hgemm_layout layout;
   kforge_hgemm_acc acc;
-  // Whether this variant computes `p` correctly (alignment, layout, acc). Cheap; host only.
+  kforge_hgemm_dtype dtype;  // element type of A, B and C (supports() refuses any other)
+  // Whether this variant computes `p` correctly (alignment, layout, acc, dtype). Cheap; host only.
   bool (*supports)(const kforge_hgemm_problem* p);
   // Workspace bytes the variant needs for `p` (0 for most).
   size_t (*workspace_size)(const kforge_hgemm_problem* p);

@@ -3,6 +3,8 @@
 // once from DRAM, so the kernel is built to keep every SM's loads in flight, not to reuse tiles.
 // With SWAP the roles change sides for N <= 32 (M large: A is streamed, B is the small operand,
 // C is written transposed from the tile): below, "X" is the small operand and "W" the streamed one.
+// Elements are fp16 or bf16 (DT; bf16 with fp32 accumulation only): loads are bit copies, only
+// the mma and the rounding of the results know the type.
 //
 // Why not the wide-tile families: a 64-row wgmma tile (or the sm_80 family's 32..128-row tiles)
 // computes up to 64x the rows needed, and with N / 64 tiles a 4096-wide layer gives 64 CTAs for 132
@@ -80,6 +82,7 @@ using sm80::detail::ldmatrix_x4;
 using sm80::detail::ldmatrix_x4_trans;
 using sm80::detail::load8_guarded;
 using sm80::detail::mma_16816;
+using sm80::detail::mma_16816_bf16;
 using sm80::detail::smem_u32;
 using sm80::detail::st_shared_v4;
 
@@ -101,7 +104,7 @@ __device__ __forceinline__ void grid_dependency_wait() {
 
 // X is the small operand (<= MT rows of C's small side), W the streamed one: A and B, or (SWAP,
 // small N) B and A. xr, wr: their extents along C (M and N, or N and M).
-struct Params {
+struct Params {  // x, w, c: 2-byte elements of the variant's dtype
   const __half* x;
   const __half* w;
   __half* c;
@@ -115,7 +118,8 @@ struct Params {
   int vec_ws;   // C's row length % 4 == 0: float4 partial stores
 };
 
-template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP>
+template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP,
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct Traits {
   static constexpr int kThreads = WARPS * 32;
   // W rows K-contiguous (tn B, or A when swapped); else W is B stored K rows of N (nn).
@@ -164,13 +168,15 @@ struct Traits {
   static_assert(NW * NX * kAccRegs <= 96, "accumulator fragments too large for the register file");
   static_assert(((kLdX / 8) & 1) == 1 && ((kLdW / 8) & 1) == 1, "padded pitches must be odd in 16-byte units");
   static_assert(kSmemBytes <= size_t(227) * 1024, "shared memory over the 227 KiB per-CTA budget");
+  static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16 inputs: fp32 accumulation only (mma.sync has no bf16 accumulator)");
 };
 
 template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP,
-          bool kGeneric>
+          bool kGeneric, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  using T = Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP>;
+  using T = Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, DT>;
+  using E = Elem<DT>;
   constexpr bool kWK = T::kWK, kXK = T::kXK;
   constexpr int NW = T::NW, NX = T::NX;
   using AccFrag = typename std::conditional<T::kF32, float[4], uint32_t[2]>::type;
@@ -306,7 +312,12 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
         if constexpr (!kWK) ldmatrix_x4_trans(wf, sW + uint32_t((kk * 16 * T::kLdW + w * 16) * int(sizeof(__half))));
         else ldmatrix_x4(wf, sW + uint32_t((w * 16 * T::kLdW + kk * 16) * int(sizeof(__half))));
 #pragma unroll
-        for (int j = 0; j < NX; ++j) mma_16816(acc[w][j], wf, xf[j]);
+        for (int j = 0; j < NX; ++j) {
+          if constexpr (DT == KFORGE_HGEMM_BF16)
+            mma_16816_bf16(acc[w][j], wf, xf[j]);
+          else
+            mma_16816(acc[w][j], wf, xf[j]);
+        }
       }
     }
     read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
@@ -367,17 +378,16 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
       s4[q] = v;
     }
     if (p.splits == 1) {
-      __half* dst = p.c + row * c_cols + col;
+      typename E::T* dst = reinterpret_cast<typename E::T*>(p.c) + row * c_cols + col;
       if (p.vec_c && col + 3 < c_cols) {  // row length % 4 == 0 and col % 4 == 0: 8-byte aligned
-        const __half2 lo = __floats2half2_rn(s4[0], s4[1]), hi = __floats2half2_rn(s4[2], s4[3]);
         uint2 packed;
-        packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-        packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+        packed.x = as_u32(E::pack(s4[0], s4[1]));
+        packed.y = as_u32(E::pack(s4[2], s4[3]));
         *reinterpret_cast<uint2*>(dst) = packed;
       } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          if (col + q < c_cols) dst[q] = __float2half_rn(s4[q]);
+          if (col + q < c_cols) dst[q] = E::from(s4[q]);
       }
     } else {
       float* dst = p.ws + (int64_t(split) * c_rows + row) * c_cols + col;
@@ -396,13 +406,15 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
 #endif
 }
 
-// C = sum over s of ws[s] (fp32, in split order), rounded to fp16. Four elements per thread of the
-// flattened M x N; grid-stride. (A template only so that the header may be included in several
-// translation units.)
-template <int kUnused = 0>
-__global__ void __launch_bounds__(256) splitk_reduce_kernel(const float* __restrict__ ws, __half* __restrict__ c,
+// C = sum over s of ws[s] (fp32, in split order), rounded to fp16 or bf16 (DT). Four elements per
+// thread of the flattened M x N; grid-stride. (A template also so that the header may be included
+// in several translation units.)
+template <kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+__global__ void __launch_bounds__(256) splitk_reduce_kernel(const float* __restrict__ ws, void* __restrict__ c_out,
                                                             int64_t mn, int splits, int vec) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  using E = Elem<DT>;
+  typename E::T* const c = static_cast<typename E::T*>(c_out);
   grid_dependency_wait();
   const int64_t groups = (mn + 3) / 4;
   for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += int64_t(gridDim.x) * blockDim.x) {
@@ -416,21 +428,20 @@ __global__ void __launch_bounds__(256) splitk_reduce_kernel(const float* __restr
         sum.z += v.z;
         sum.w += v.w;
       }
-      const __half2 lo = __floats2half2_rn(sum.x, sum.y), hi = __floats2half2_rn(sum.z, sum.w);
       uint2 packed;
-      packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-      packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+      packed.x = as_u32(E::pack(sum.x, sum.y));
+      packed.y = as_u32(E::pack(sum.z, sum.w));
       *reinterpret_cast<uint2*>(c + e) = packed;
     } else {
       for (int q = 0; q < 4 && e + q < mn; ++q) {
         float sum = ws[e + q];
         for (int s = 1; s < splits; ++s) sum += ws[int64_t(s) * mn + e + q];
-        c[e + q] = __float2half_rn(sum);
+        c[e + q] = E::from(sum);
       }
     }
   }
 #else
-  (void)ws, (void)c, (void)mn, (void)splits, (void)vec;
+  (void)ws, (void)c_out, (void)mn, (void)splits, (void)vec;
   __trap();
 #endif
 }
@@ -466,9 +477,11 @@ inline int launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, 
 
 // The variant. Serves M <= MT (SWAP: N <= MT), any other size, K >= 1 and any 2-byte aligned
 // pointers, of its layout and accumulation; the workspace holds S x M x N fp32 partials when S > 1.
-template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP = false>
+template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP = false,
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct Gemm {
-  using Traits = detail::Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP>;
+  using Traits = detail::Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, DT>;
+  static constexpr kforge_hgemm_dtype kDtype = DT;
   static constexpr size_t kSmemBytes = Traits::kSmemBytes;
   static constexpr int kThreads = Traits::kThreads;
   static constexpr int kMaxSplits = 16;
@@ -489,7 +502,7 @@ struct Gemm {
   }
 
   static bool supports(const kforge_hgemm_problem* p) {
-    if (p == nullptr || p->layout != L || p->acc != ACC) return false;
+    if (p == nullptr || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
     const int64_t small = SWAP ? p->n : p->m, streamed = SWAP ? p->m : p->n;
     if (p->m < 1 || p->n < 1 || p->k < 1 || small > MT) return false;
     // Tiles of the streamed side fit gridDim.x, K tiles an int; element counts fit int64.
@@ -499,8 +512,8 @@ struct Gemm {
   }
 
   static auto kernel_ptr(bool generic) {
-    return generic ? detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, true>
-                   : detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, false>;
+    return generic ? detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, true, DT>
+                   : detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, false, DT>;
   }
 
   // Occupancy of the vectorised kernel (the generic one has the same threads and shared memory).
@@ -585,8 +598,8 @@ struct Gemm {
       const int64_t max_blocks = int64_t(std::max(1, d.sms)) * 8;
       const int64_t blocks = std::min<int64_t>((groups + 255) / 256, max_blocks);
       const int vec = (mn % 4 == 0) && (pc % 8 == 0);
-      if (const int rc = detail::launch(detail::splitk_reduce_kernel<>, dim3(unsigned(blocks)), dim3(256), 0, stream, pdl,
-                                        static_cast<const float*>(prm.ws), prm.c, mn, splits, vec))
+      if (const int rc = detail::launch(detail::splitk_reduce_kernel<DT>, dim3(unsigned(blocks)), dim3(256), 0, stream, pdl,
+                                        static_cast<const float*>(prm.ws), static_cast<void*>(prm.c), mn, splits, vec))
         return rc;
     }
     return 0;

@@ -63,6 +63,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "dtype.cuh"
 #include "kernel_api.hpp"
 #include "tile_order.cuh"
 
@@ -106,6 +107,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// D = A * B + D, bf16 inputs, fp32 accumulators (bf16 has no other accumulator on mma.sync).
+__device__ __forceinline__ void mma_16816_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -156,6 +165,8 @@ __device__ __forceinline__ uint4 load8_guarded(const __half* src, bool row_ok, i
 // ------------------------------------------------------------------------------------------
 // Kernel parameters
 // ------------------------------------------------------------------------------------------
+// a, b and c hold 2-byte elements of the variant's dtype (fp16 or bf16: loads and stores are bit
+// copies, only the mma and the epilogue's rounding know the type).
 struct Params {
   const __half* a;
   const __half* b;
@@ -169,7 +180,7 @@ struct Params {
 
 // Compile-time geometry of one configuration.
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC>
+          kforge_hgemm_acc ACC, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct Traits {
   static constexpr int kWarps = WARPS_M * WARPS_N;
   static constexpr int kThreads = kWarps * 32;
@@ -210,6 +221,7 @@ struct Traits {
   static constexpr int kItC = (BM + kRpiC - 1) / kRpiC;
 
   static_assert(STAGES >= 2, "the cp.async pipeline needs at least 2 stages");
+  static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16 inputs: fp32 accumulation only (mma.sync has no bf16 accumulator)");
   static_assert(WARPS_M >= 1 && WARPS_N >= 1, "at least one warp per dimension");
   static_assert(kThreads <= 1024, "at most 1024 threads (32 warps) per CTA");
   static_assert(BK % 16 == 0 && BK >= 16, "BK must be a multiple of the mma K (16)");
@@ -232,11 +244,11 @@ struct Traits {
 // The kernel
 // ------------------------------------------------------------------------------------------
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC, bool kGeneric>
+          kforge_hgemm_acc ACC, bool kGeneric, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     sm80_hgemm_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  using T = Traits<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC>;
+  using T = Traits<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, DT>;
   constexpr int MI = T::MI, NI = T::NI, WM = T::WM, WN = T::WN;
   constexpr bool kNN = T::kNN;
   using AccFrag = typename std::conditional<T::kF32, float[4], uint32_t[2]>::type;
@@ -407,7 +419,12 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-          for (int ni = 0; ni < NI; ++ni) mma_16816(acc[mi][ni], af[mi], bf[ni]);
+          for (int ni = 0; ni < NI; ++ni) {
+            if constexpr (DT == KFORGE_HGEMM_BF16)
+              mma_16816_bf16(acc[mi][ni], af[mi], bf[ni]);
+            else
+              mma_16816(acc[mi][ni], af[mi], bf[ni]);
+          }
       }
 
       read_stage = (read_stage + 1 == STAGES) ? 0 : read_stage + 1;
@@ -430,10 +447,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
           const int col = wn * WN + ni * 8 + 2 * t4;
           uint32_t lo, hi;
           if constexpr (T::kF32) {
-            const __half2 h0 = __floats2half2_rn(acc[mi][ni][0], acc[mi][ni][1]);
-            const __half2 h1 = __floats2half2_rn(acc[mi][ni][2], acc[mi][ni][3]);
-            lo = *reinterpret_cast<const uint32_t*>(&h0);
-            hi = *reinterpret_cast<const uint32_t*>(&h1);
+            lo = as_u32(Elem<DT>::pack(acc[mi][ni][0], acc[mi][ni][1]));
+            hi = as_u32(Elem<DT>::pack(acc[mi][ni][2], acc[mi][ni][3]));
           } else {
             lo = acc[mi][ni][0];
             hi = acc[mi][ni][1];
@@ -502,11 +517,12 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
 // The variant
 // ------------------------------------------------------------------------------------------
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC>
+          kforge_hgemm_acc ACC, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct Gemm {
-  using Traits = detail::Traits<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC>;
+  using Traits = detail::Traits<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, DT>;
   static constexpr kforge_hgemm_layout kLayout = L;
   static constexpr kforge_hgemm_acc kAcc = ACC;
+  static constexpr kforge_hgemm_dtype kDtype = DT;
   static constexpr size_t kSmemBytes = Traits::kSmemBytes;
   static constexpr int kThreads = Traits::kThreads;
 
@@ -526,7 +542,7 @@ struct Gemm {
 
   static bool supports(const kforge_hgemm_problem* p) {
     if (p == nullptr) return false;
-    if (p->layout != L || p->acc != ACC) return false;
+    if (p->layout != L || p->acc != ACC || p->dtype != DT) return false;
     if (p->m < 1 || p->n < 1 || p->k < 1) return false;
     constexpr int64_t kMax = INT64_MAX;
     if (p->m > kMax / p->k) return false;  // A: M*K elements
@@ -539,7 +555,7 @@ struct Gemm {
 
   // The vectorised kernel's occupancy (the scalar fallback has the same shared memory and threads).
   static int resident_ctas() {
-    auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, false>;
+    auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, false, DT>;
     static std::atomic<uint64_t> done{0};
     if (!ensure_smem_attribute(kernel, kSmemBytes, done)) return 0;
     return resident_plain_ctas(kernel, kThreads, kSmemBytes);
@@ -573,12 +589,12 @@ struct Gemm {
     const dim3 block(kThreads);
 
     if (prm.vec_a && prm.vec_b) {
-      auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, false>;
+      auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, false, DT>;
       static std::atomic<uint64_t> done{0};
       if (!ensure_smem_attribute(kernel, kSmemBytes, done)) return kRunLaunchFailed;
       kernel<<<grid, block, kSmemBytes, stream>>>(prm);
     } else {
-      auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, true>;
+      auto kernel = detail::sm80_hgemm_kernel<BM, BN, BK, WARPS_M, WARPS_N, STAGES, L, ACC, true, DT>;
       static std::atomic<uint64_t> done{0};
       if (!ensure_smem_attribute(kernel, kSmemBytes, done)) return kRunLaunchFailed;
       kernel<<<grid, block, kSmemBytes, stream>>>(prm);

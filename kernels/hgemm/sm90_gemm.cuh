@@ -7,6 +7,8 @@
 // both CTAs' shared memory and a stage is refilled only once both CTAs' consumers released it).
 //
 //   C[M,N] = A[M,K] * B,  A row-major (K-major for wgmma), B K-major (layout tn) or N-major (nn).
+//   Elements fp16 or bf16 (DT; bf16 with fp32 accumulation only): the loads and shared-memory
+//   layout are the same 2-byte elements, only the wgmma type and the epilogue's rounding differ.
 //
 // Shared memory, per stage: A tile [BM rows][64 halves] (128 B per row, 8-row groups of 1 KiB,
 // the 128-byte swizzle applied by TMA); B tile: tn [BN rows][64 halves], nn [BN/64 chunks][64 K
@@ -24,6 +26,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "kernels/hgemm/dtype.cuh"
 #include "kernels/hgemm/kernel_api.hpp"
 #include "kernels/hgemm/tile_order.cuh"
 #include "kernels/hgemm/wgmma_ops.cuh"
@@ -33,7 +36,8 @@ namespace kforge::kernels::sm90 {
 constexpr int kBK = 64;  // 64 halves = one 128-byte swizzle row
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1>
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1,
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct Traits {
   // Cooperative (default): the consumer warpgroups split each tile's rows. Ping-pong: each
   // consumer owns whole tiles, alternating, so that one's epilogue runs under the other's wgmmas.
@@ -76,6 +80,7 @@ struct Traits {
   static_assert(MCAST == 1 || (SPLITK == 1 && !PINGPONG), "multicast: cooperative consumers, no split-K cluster");
   // Each CTA of a pair loads its half of a K-major B tile (BN/2 rows): whole 8-row swizzle atoms.
   static_assert((BN / MCAST) % 8 == 0, "a multicast half of the B tile is a whole number of 8-row swizzle atoms");
+  static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16 inputs: fp32 accumulation only (wgmma has no bf16 accumulator)");
   // Consumers release a stage to the producers of every CTA whose loads land in it.
   static constexpr int kEmptyArrivals = (PINGPONG ? 1 : CONSUMERS) * MCAST;
 };
@@ -201,18 +206,20 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr, uint32_t lbo, 
 // The kernel
 // ---------------------------------------------------------------------------------------------
 struct Params {
-  __half* c;
+  void* c;  // fp16 or bf16 (the kernel's DT)
   int m, n, k;
   int tiles_m, tiles_n, k_tiles;
   int vec_c;  // C rows 16-byte aligned (N % 8 == 0): whole 8-element chunks stored at once; else element-wise
 };
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST>
-__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>::kThreads, 1)
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST, kforge_hgemm_dtype DT>
+__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT>;
+  using E = Elem<DT>;  // the element type's conversions
+  using ET = typename E::T;
   extern __shared__ uint8_t smem_raw[];
   // 1 KiB alignment: the swizzle pattern repeats every 1024 bytes and TMA and wgmma must agree.
   const uint32_t raw = smem_u32(smem_raw);
@@ -349,7 +356,9 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
               db = make_desc(sb + kk * 32, 16, 1024);
             else
               db = make_desc(sb + kk * 16 * 128, kBK * 128, 1024);
-            if constexpr (T::kF32)
+            if constexpr (DT == KFORGE_HGEMM_BF16)
+              wgmma_bf16_f32<BN, L == KFORGE_HGEMM_NN ? 1 : 0>(acc[i], da, db);
+            else if constexpr (T::kF32)
               wgmma_f32<BN, L == KFORGE_HGEMM_NN ? 1 : 0>(acc[i], da, db);
             else
               wgmma_f16<BN, L == KFORGE_HGEMM_NN ? 1 : 0>(acc[i], da, db);
@@ -369,7 +378,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       // l/4 and l/4+8 of them, columns 8j + 2(l%4) + {0,1} for j < N/8.
       if constexpr (SPLITK == 1) {
         // Through the warp's staging buffer, 64 columns at a time: fragments in, whole rows out.
-        __half* stage = reinterpret_cast<__half*>(smem + T::kEpiOffset) + (cw * 4 + warp) * 16 * T::kStageRow;
+        ET* stage = reinterpret_cast<ET*>(smem + T::kEpiOffset) + (cw * 4 + warp) * 16 * T::kStageRow;
 #pragma unroll
         for (int i = 0; i < T::kMmaM; ++i) {
           const int wrow0 = tm * BM + row_off + i * 64 + warp * 16;
@@ -380,12 +389,12 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
               const int j = chunk * 8 + jj;
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                __half2 v;
+                typename E::T2 v;
                 if constexpr (T::kF32)
-                  v = __floats2half2_rn(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+                  v = E::pack(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
                 else
                   v = *reinterpret_cast<const __half2*>(&acc[i][2 * j + h]);
-                *reinterpret_cast<__half2*>(&stage[(lane / 4 + 8 * h) * T::kStageRow + 8 * jj + 2 * (lane % 4)]) = v;
+                *reinterpret_cast<typename E::T2*>(&stage[(lane / 4 + 8 * h) * T::kStageRow + 8 * jj + 2 * (lane % 4)]) = v;
               }
             }
             __syncwarp();
@@ -482,21 +491,20 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
           sum.z += v[q].z;
           sum.w += v[q].w;
         }
-        __half* dst = p.c + int64_t(row) * p.n + col;
+        ET* dst = static_cast<ET*>(p.c) + int64_t(row) * p.n + col;
         if constexpr (ACC == KFORGE_HGEMM_ACC_F16) {
           // An fp16-accumulate variant rounds its sum to fp16 as it goes.
           sum = make_float4(__half2float(__float2half(sum.x)), __half2float(__float2half(sum.y)),
                             __half2float(__float2half(sum.z)), __half2float(__float2half(sum.w)));
         }
         if (p.vec_c && col + 3 < p.n) {
-          const __half2 lo = __floats2half2_rn(sum.x, sum.y), hi = __floats2half2_rn(sum.z, sum.w);
           uint2 packed;
-          packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-          packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+          packed.x = as_u32(E::pack(sum.x, sum.y));
+          packed.y = as_u32(E::pack(sum.z, sum.w));
           *reinterpret_cast<uint2*>(dst) = packed;  // N % 8 == 0: 8-byte aligned
         } else {
           const float s4[4] = {sum.x, sum.y, sum.z, sum.w};
-          for (int q = 0; q < 4 && col + q < p.n; ++q) dst[q] = __float2half(s4[q]);
+          for (int q = 0; q < 4 && col + q < p.n; ++q) dst[q] = E::from(s4[q]);
         }
       }
     }
@@ -527,16 +535,18 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// A 2-D fp16 tensor map: `inner` contiguous elements per row, `outer` rows `ld` elements apart,
-// boxes of 64 x box_rows with the 128-byte swizzle; out-of-range elements read as zero.
-inline bool encode_map(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t ld, uint32_t box_rows) {
+// A 2-D fp16 or bf16 tensor map: `inner` contiguous elements per row, `outer` rows `ld` elements
+// apart, boxes of 64 x box_rows with the 128-byte swizzle; out-of-range elements read as zero.
+inline bool encode_map(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t ld, uint32_t box_rows,
+                       kforge_hgemm_dtype dt) {
   auto enc = tensor_map_encoder();
   if (!enc) return false;
   const cuuint64_t dims[2] = {inner, outer};
   const cuuint64_t strides[1] = {ld * 2};
   const cuuint32_t box[2] = {uint32_t(kBK), box_rows};
   const cuuint32_t elem[2] = {1, 1};
-  return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(base), dims, strides, box, elem,
+  const CUtensorMapDataType type = dt == KFORGE_HGEMM_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return enc(map, type, 2, const_cast<void*>(base), dims, strides, box, elem,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -579,31 +589,33 @@ struct MapKey {
   const void* base;
   uint64_t inner, outer, ld;
   uint32_t box_rows;
+  kforge_hgemm_dtype dt;
   bool operator==(const MapKey& o) const {
-    return base == o.base && inner == o.inner && outer == o.outer && ld == o.ld && box_rows == o.box_rows;
+    return base == o.base && inner == o.inner && outer == o.outer && ld == o.ld && box_rows == o.box_rows && dt == o.dt;
   }
 };
 struct MapKeyHash {
   size_t operator()(const MapKey& k) const {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ reinterpret_cast<uintptr_t>(k.base);
-    for (uint64_t v : {k.inner, k.outer, k.ld, uint64_t(k.box_rows)}) h = (h ^ v) * 0x100000001b3ull + (h >> 29);
+    for (uint64_t v : {k.inner, k.outer, k.ld, uint64_t(k.box_rows) << 8 | uint64_t(k.dt)}) h = (h ^ v) * 0x100000001b3ull + (h >> 29);
     return size_t(h ^ (h >> 32));
   }
 };
 constexpr size_t kMapCacheEntries = 4096;
 
-inline bool cached_map(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t ld, uint32_t box_rows) {
+inline bool cached_map(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t ld, uint32_t box_rows,
+                       kforge_hgemm_dtype dt) {
   thread_local std::unordered_map<MapKey, CUtensorMap, MapKeyHash> cache;
-  const MapKey key{base, inner, outer, ld, box_rows};
+  const MapKey key{base, inner, outer, ld, box_rows, dt};
   const auto it = cache.find(key);
   if (it != cache.end()) {
     *map = it->second;
     return true;
   }
-  if (!encode_map(map, base, inner, outer, ld, box_rows)) {
+  if (!encode_map(map, base, inner, outer, ld, box_rows, dt)) {
     // Most likely no current context in this thread: bind one and try once more.
     ensure_current_context();
-    if (!encode_map(map, base, inner, outer, ld, box_rows)) return false;
+    if (!encode_map(map, base, inner, outer, ld, box_rows, dt)) return false;
   }
   if (cache.size() >= kMapCacheEntries) cache.clear();
   cache.emplace(key, *map);
@@ -633,9 +645,10 @@ inline int balanced_grid(int work, int slots) {
 }
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1>
+          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct Gemm {
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT>;
+  static constexpr kforge_hgemm_dtype kDtype = DT;
 
   static constexpr KernelConfig config() {
     KernelConfig c;
@@ -653,7 +666,7 @@ struct Gemm {
     return c;
   }
 
-  // Everything but the alignment of rows: layout and accumulation, sizes within int range for the
+  // Everything but the alignment of rows: layout, accumulation and dtype, sizes within int range for the
   // coordinates, tile indices within 32 bits.
   static bool supports_shape(const kforge_hgemm_problem* p) {
 #ifdef KFORGE_HGEMM_NO_SM90A
@@ -661,7 +674,7 @@ struct Gemm {
     (void)p;
     return false;
 #endif
-    if (!p || p->layout != L || p->acc != ACC) return false;
+    if (!p || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
     if (p->m < 1 || p->n < 1 || p->k < 1) return false;
     if (p->m > (int64_t(1) << 30) || p->n > (int64_t(1) << 30) || p->k > (int64_t(1) << 30)) return false;
     const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + BN - 1) / BN);
@@ -678,7 +691,7 @@ struct Gemm {
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
   static auto kernel_ptr() {
-    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST>;
+    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT>;
   }
   static constexpr int kClusterCtas = SPLITK > 1 ? SPLITK : MCAST;
 
@@ -750,12 +763,12 @@ struct Gemm {
         (reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(B) | reinterpret_cast<uintptr_t>(C)) % 16)
       return kRunUnsupported;
     CUtensorMap ma, mb;
-    if (!cached_map(&ma, A, uint64_t(pr.k), uint64_t(pr.m), lda, BM)) return kRunNoTensorMap;
-    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, B, uint64_t(pr.k), uint64_t(pr.n), ldb, BN / MCAST)
-                                           : cached_map(&mb, B, uint64_t(pr.n), uint64_t(pr.k), ldb, kBK);
+    if (!cached_map(&ma, A, uint64_t(pr.k), uint64_t(pr.m), lda, BM, DT)) return kRunNoTensorMap;
+    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, B, uint64_t(pr.k), uint64_t(pr.n), ldb, BN / MCAST, DT)
+                                           : cached_map(&mb, B, uint64_t(pr.n), uint64_t(pr.k), ldb, kBK, DT);
     if (!ok_b) return kRunNoTensorMap;
     Params p;
-    p.c = static_cast<__half*>(C);
+    p.c = C;
     p.vec_c = pr.n % 8 == 0;
     p.m = int(pr.m);
     p.n = int(pr.n);
@@ -826,7 +839,7 @@ struct Gemm {
 // are worth it; the cost model charges it (cost_model.hpp), and the tuner measures it.
 
 // dst[r][c] = src[r * cols + c] for c < cols, 0 for cols <= c < ld; 8 elements (one 16-byte store)
-// per thread, grid-stride. Waits for the kernel before it on the stream (programmatic launch).
+// per thread, grid-stride; bit copies of 2-byte elements (fp16 and bf16 alike). Waits for the kernel before it on the stream (programmatic launch).
 // (A template only so that the header may be included in several translation units.)
 template <int kUnused = 0>
 __global__ void __launch_bounds__(256) repitch_kernel(const __half* __restrict__ src, int64_t rows, int64_t cols,
@@ -876,6 +889,7 @@ inline PadPlan pad_plan(const kforge_hgemm_problem& p) {
 
 template <class G>
 struct Padded {
+  static constexpr kforge_hgemm_dtype kDtype = G::kDtype;
   static constexpr KernelConfig config() {
     KernelConfig c = G::config();
     c.pad = true;

@@ -20,6 +20,15 @@ kforge_hgemm_acc acc_of(const std::string& s, const std::string& where) {
   if (s == "f16") return KFORGE_HGEMM_ACC_F16;
   KF_USAGE_ERROR("%s: acc '%s' (expected f32 or f16)", where.c_str(), s.c_str());
 }
+// An entry's "dtype": "f16" or "bf16"; an entry without one is fp16 (tables written before bf16).
+kforge_hgemm_dtype dtype_of(const nlohmann::json& row, const std::string& where) {
+  if (!row.contains("dtype")) return KFORGE_HGEMM_F16;
+  const std::string s = row.at("dtype").get<std::string>();
+  if (s == "f16") return KFORGE_HGEMM_F16;
+  if (s == "bf16") return KFORGE_HGEMM_BF16;
+  KF_USAGE_ERROR("%s: dtype '%s' (expected f16 or bf16)", where.c_str(), s.c_str());
+}
+std::string dtype_key(const nlohmann::json& row) { return row.contains("dtype") ? row.at("dtype").get<std::string>() : "f16"; }
 
 }  // namespace
 
@@ -44,11 +53,16 @@ DispatchTable DispatchTable::from_json(const nlohmann::json& j, const std::strin
     try {
       const int64_t m = row.at("m").get<int64_t>(), n = row.at("n").get<int64_t>(), k = row.at("k").get<int64_t>();
       if (m < 1 || n < 1 || k < 1) KF_USAGE_ERROR("%s: sizes must be positive", where.c_str());
-      layout_of(row.at("layout").get<std::string>(), where);
-      acc_of(row.at("acc").get<std::string>(), where);
+      const kforge_hgemm_layout l = layout_of(row.at("layout").get<std::string>(), where);
+      const kforge_hgemm_acc a = acc_of(row.at("acc").get<std::string>(), where);
+      const kforge_hgemm_dtype dt = dtype_of(row, where);
       const std::string v = row.at("variant").get<std::string>();
-      if (!kernels::find_variant(v.c_str()))
-        KF_USAGE_ERROR("%s: variant '%s' is not in this build of kforge", where.c_str(), v.c_str());
+      const kernels::KernelVariant* kv = kernels::find_variant(v.c_str());
+      if (!kv) KF_USAGE_ERROR("%s: variant '%s' is not in this build of kforge", where.c_str(), v.c_str());
+      if (kv->layout != l || kv->acc != a || kv->dtype != dt)
+        KF_USAGE_ERROR("%s: variant '%s' is not a %s %s %s variant (the entry's layout, acc and dtype)", where.c_str(),
+                       v.c_str(), l == KFORGE_HGEMM_TN ? "tn" : "nn", a == KFORGE_HGEMM_ACC_F16 ? "f16" : "f32",
+                       dt == KFORGE_HGEMM_BF16 ? "bf16" : "f16");
     } catch (const nlohmann::json::exception& e) {
       KF_USAGE_ERROR("%s: %s", where.c_str(), e.what());
     }
@@ -71,38 +85,43 @@ void DispatchTable::rebuild() {
     const auto& r = rows_[i];
     entries_.push_back({r.at("m").get<int64_t>(), r.at("n").get<int64_t>(), r.at("k").get<int64_t>(),
                         layout_of(r.at("layout").get<std::string>(), "table"),
-                        acc_of(r.at("acc").get<std::string>(), "table"), names_[i].c_str()});
+                        acc_of(r.at("acc").get<std::string>(), "table"), names_[i].c_str(), dtype_of(r, "table")});
   }
 }
 
-bool DispatchTable::has(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) const {
-  return row(m, n, k, l, a) != nullptr;
+bool DispatchTable::has(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a,
+                        kforge_hgemm_dtype dt) const {
+  return row(m, n, k, l, a, dt) != nullptr;
 }
 
-const nlohmann::json* DispatchTable::row(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l,
-                                         kforge_hgemm_acc a) const {
+const nlohmann::json* DispatchTable::row(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a,
+                                         kforge_hgemm_dtype dt) const {
   for (size_t i = 0; i < entries_.size(); ++i) {
     const auto& e = entries_[i];
-    if (e.m == m && e.n == n && e.k == k && e.layout == l && e.acc == a) return &rows_[i];
+    if (e.m == m && e.n == n && e.k == k && e.layout == l && e.acc == a && e.dtype == dt) return &rows_[i];
   }
   return nullptr;
 }
 
-std::string variants_fingerprint() {
-  static const std::string fingerprint = [] {  // the variant set is fixed when kforge is built
+std::string variants_fingerprint(kforge_hgemm_dtype dt) {
+  // The variant set is fixed when kforge is built. Only the variants of one dtype: an fp16 entry's
+  // candidates were the fp16 variants, which adding bf16 ones does not change.
+  auto of = [](kforge_hgemm_dtype want) {
     size_t count = 0;
     const kernels::KernelVariant* all = kernels::variants(&count);
     std::string names;
-    for (size_t i = 0; i < count; ++i) names += std::string(all[i].name) + "\n";
+    for (size_t i = 0; i < count; ++i)
+      if (all[i].dtype == want) names += std::string(all[i].name) + "\n";
     return sha256_hex(names).substr(0, 16);
-  }();
-  return fingerprint;
+  };
+  static const std::string f16 = of(KFORGE_HGEMM_F16), bf16 = of(KFORGE_HGEMM_BF16);
+  return dt == KFORGE_HGEMM_BF16 ? bf16 : f16;
 }
 
 void DispatchTable::put(nlohmann::json row) {
   for (auto& r : rows_) {
     if (r.at("m") == row.at("m") && r.at("n") == row.at("n") && r.at("k") == row.at("k") &&
-        r.at("layout") == row.at("layout") && r.at("acc") == row.at("acc")) {
+        r.at("layout") == row.at("layout") && r.at("acc") == row.at("acc") && dtype_key(r) == dtype_key(row)) {
       r = std::move(row);
       rebuild();
       return;

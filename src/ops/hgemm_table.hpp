@@ -4,7 +4,8 @@
 //   {"kforge_dispatch_table": 1, "device": "...", "entries": [
 //     {"m": 4096, "n": 4096, "k": 4096, "layout": "tn", "acc": "f32", "variant": "sm90_tn_f32_...",
 //      "us": 190.2, "baseline_us": 201.5, "verified": true, "variants": "<fingerprint>"}, ...]}
-// ("variants": variants_fingerprint() of the build that tuned the entry.)
+// ("variants": variants_fingerprint(dtype) of the build that tuned the entry; "dtype": "bf16" on a
+// bf16 entry, absent or "f16" on an fp16 one: tables written before bf16 keep their meaning.)
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,9 +15,9 @@
 
 namespace kforge {
 
-// A short fingerprint of this build's kernel variants (their names, in order): an entry tuned by a
-// build with another set was chosen among other candidates (`hgemm tune --retune-stale`).
-std::string variants_fingerprint();
+// A short fingerprint of this build's kernel variants of one dtype (their names, in order): an entry
+// tuned by a build with another set was chosen among other candidates (`hgemm tune --retune-stale`).
+std::string variants_fingerprint(kforge_hgemm_dtype dtype = KFORGE_HGEMM_F16);
 
 // The dispatch table kforge ships, found relative to the running kforge binary (never a path
 // baked in at build time): BIN/../data/hgemm/dispatch-table.json (a build folder inside the source
@@ -36,11 +37,13 @@ class DispatchTable {
   const kernels::DispatchEntry* data() const { return entries_.data(); }
   size_t size() const { return entries_.size(); }
   const nlohmann::json& rows() const { return rows_; }
-  // Adds or replaces the entry of (m, n, k, layout, acc); `row` carries the measurements.
+  // Adds or replaces the entry of (m, n, k, layout, acc, dtype); `row` carries the measurements.
   void put(nlohmann::json row);
-  bool has(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) const;
-  // The row of (m, n, k, layout, acc), or nullptr.
-  const nlohmann::json* row(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a) const;
+  bool has(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a,
+           kforge_hgemm_dtype dt = KFORGE_HGEMM_F16) const;
+  // The row of (m, n, k, layout, acc, dtype), or nullptr.
+  const nlohmann::json* row(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l, kforge_hgemm_acc a,
+                            kforge_hgemm_dtype dt = KFORGE_HGEMM_F16) const;
   std::string device;
 
  private:

@@ -35,7 +35,9 @@ const kforge::kernels::Dispatcher& dispatcher() {
 bool valid(const kforge_hgemm_problem* p) {
   return p != nullptr && p->m >= 1 && p->n >= 1 && p->k >= 1 &&
          (p->layout == KFORGE_HGEMM_NN || p->layout == KFORGE_HGEMM_TN) &&
-         (p->acc == KFORGE_HGEMM_ACC_F32 || p->acc == KFORGE_HGEMM_ACC_F16);
+         (p->acc == KFORGE_HGEMM_ACC_F32 || p->acc == KFORGE_HGEMM_ACC_F16) &&
+         // bf16 is defined with fp32 accumulation only (kforge/abi/hgemm.h)
+         (p->dtype == KFORGE_HGEMM_F16 || (p->dtype == KFORGE_HGEMM_BF16 && p->acc == KFORGE_HGEMM_ACC_F32));
 }
 
 // The dispatcher's choice for `p` on the current device (memoised per thread: after the first call
@@ -104,7 +106,7 @@ const char* kforge_hgemm_version(void) { return kforge_hgemm_export::version(); 
 const char* kforge_hgemm_error_string(int code) {
   switch (code) {
     case KFORGE_HGEMM_SUCCESS: return "success";
-    case KFORGE_HGEMM_ERROR_INVALID_ARGUMENT: return "invalid argument (NULL pointer, size < 1, unknown layout or accumulation, unaligned pointer or workspace too small)";
+    case KFORGE_HGEMM_ERROR_INVALID_ARGUMENT: return "invalid argument (NULL pointer, size < 1, unknown layout, accumulation or dtype, bf16 without fp32 accumulation, unaligned pointer or workspace too small)";
     case KFORGE_HGEMM_ERROR_NO_KERNEL: return "no kernel serves this problem on the current device (compute capability 8.0 or newer is needed)";
     case KFORGE_HGEMM_ERROR_CUDA: return "the current CUDA device could not be queried";
     case KFORGE_HGEMM_ERROR_KERNEL_UNSUPPORTED: return "the kernel does not support this problem";

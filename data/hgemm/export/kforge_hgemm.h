@@ -1,10 +1,11 @@
 /* kforge_hgemm: kforge's half-precision GEMM kernels as a library (written by `kforge hgemm export`).
  *
- *   C[M,N] = A[M,K] * B[K,N], fp16 in and out, fp32 or fp16 accumulation.
+ *   C[M,N] = A[M,K] * B[K,N], fp16 in and out with fp32 or fp16 accumulation, or bf16 in and out
+ *   with fp32 accumulation (kforge_hgemm_problem.dtype; 0, fp16, when left out).
  *
  * Operand layouts, the problem and argument structs are those of kforge's HGEMM ABI
  * (kforge/abi/hgemm.h, included below). Every call picks a kernel from a dispatch table tuned
- * on the exporting machine (exact M, N, K, layout and accumulation); a problem off the table
+ * on the exporting machine (exact M, N, K, layout, accumulation and dtype); a problem off the table
  * takes the tuned winners of its nearest neighbours in (log M, log N, log K), the cost model
  * choosing among them, or the cost model's best variant where no neighbour's serves it:
  * sm_90a kernels (TMA, wgmma) on compute capability 9.0 where K and N are multiples of 8 and
@@ -36,8 +37,9 @@ extern "C" {
 /* Return codes of kforge_hgemm(). */
 enum {
   KFORGE_HGEMM_SUCCESS = 0,
-  /* args, a, b or c is NULL; m, n or k < 1; an unknown layout or accumulation; a pointer that is
-   * not 2-byte aligned; or a workspace smaller than kforge_hgemm_workspace_size(). */
+  /* args, a, b or c is NULL; m, n or k < 1; an unknown layout, accumulation or dtype; bf16 with
+   * fp16 accumulation; a pointer that is not 2-byte aligned; or a workspace smaller than
+   * kforge_hgemm_workspace_size(). */
   KFORGE_HGEMM_ERROR_INVALID_ARGUMENT = 1,
   /* No kernel of this library serves the problem on the current device (compute capability
    * below 8.0). */

@@ -1,0 +1,68 @@
+// The rows of kforge's variant tables (variants.cu: fp16; variants_bf16.cu: bf16): one
+// KernelVariant per kernel class, named after its configuration, and the macros that list a
+// configuration for both B layouts. Included by those two sources only.
+#pragma once
+#include "kernels/hgemm/kernel_api.hpp"
+#include "kernels/hgemm/sm80_gemm.cuh"
+#include "kernels/hgemm/sm90_gemm.cuh"
+#include "kernels/hgemm/skinny_gemm.cuh"
+
+namespace kforge::kernels {
+
+#define KF_STR2(x) #x
+#define KF_STR(x) KF_STR2(x)
+
+// One table row from a kernel class: its name, configuration, element type and entry points.
+template <class G>
+constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kforge_hgemm_acc acc) {
+  return {name, G::config(), layout, acc, G::kDtype, &G::supports, &G::workspace_size, &G::run, &G::resident_ctas};
+}
+
+// One row per B layout of a family's macro (its arguments after layout: acc, acc name, dtype, config).
+// The name's second field is the accumulation for fp16 ("f32", "f16") and "bf16" for bf16 (whose
+// accumulation is always fp32).
+#define KF_BOTH_LAYOUTS(FAMILY, A, AN, ...) \
+  FAMILY(KFORGE_HGEMM_NN, A, "nn", AN, __VA_ARGS__) FAMILY(KFORGE_HGEMM_TN, A, "tn", AN, __VA_ARGS__)
+
+// Every sm_90a kernel comes as two rows: the variant, and its padded twin ("pad_" + name), the same
+// kernel on operands re-pitched into the workspace, which serves only K or N not a multiple of 8.
+#define KF_SM90_ROWS(NAME, L, A, ...) \
+  entry<__VA_ARGS__>(NAME, L, A), entry<sm90::Padded<__VA_ARGS__>>("pad_" NAME, L, A),
+
+// sm_90a: dtype, BM, BN, stages, consumer warpgroups, split-K cluster, rasterisation group, persistent.
+#define KF_SM90(L, A, LN, AN, DT, BM, BN, ST, C, SK, G, P)                                                    \
+  KF_SM90_ROWS("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c" KF_STR(C) "_k" KF_STR(SK) \
+               "_g" KF_STR(G) "_" #P,                                                                         \
+               L, A, sm90::Gemm<BM, BN, ST, C, SK, G, P, L, A, false, 1, DT>)
+
+// Ping-pong schedule: two consumer warpgroups alternate whole tiles (persistent).
+#define KF_SM90_PP(L, A, LN, AN, DT, BM, BN, ST, G)                                                               \
+  KF_SM90_ROWS("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_pp", L, A, \
+               sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, true, 1, DT>)
+
+// 2-CTA clusters along M sharing each B tile through TMA multicast (persistent, cooperative).
+#define KF_SM90_MC(L, A, LN, AN, DT, BM, BN, ST, G)                                                                \
+  KF_SM90_ROWS("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_mc2", L, A, \
+               sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, false, 2, DT>)
+
+// sm_80: dtype, BM, BN, BK, warps along M, warps along N, stages (every shape and alignment).
+#define KF_SM80(L, A, LN, AN, DT, BM, BN, BK, WM, WN, ST)                                                   \
+  entry<sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A, DT>>("sm80_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "x" KF_STR(BK) \
+                                                      "_w" KF_STR(WM) "x" KF_STR(WN) "_s" KF_STR(ST),             \
+                                                      L, A),
+
+// Decode (M <= MT): dtype, MT rows, BN columns, BK, warps, stages; split-K chosen per problem.
+#define KF_SKINNY(L, A, LN, AN, DT, MT, BN, BK, W, ST)                                                             \
+  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, false, DT>>("skinny_" LN "_" AN "_m" KF_STR(MT) "x" KF_STR(BN) "x" \
+                                                          KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST),              \
+                                                          L, A),
+// Small N (N <= MT): the same kernel with A streamed and B the small operand.
+#define KF_SKINNY_T(L, A, LN, AN, DT, MT, BN, BK, W, ST)                                                          \
+  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, true, DT>>("skinny_" LN "_" AN "_n" KF_STR(MT) "x" KF_STR(BN) "x" \
+                                                         KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST),              \
+                                                         L, A),
+
+// The bf16 table (variants_bf16.cu), appended to the fp16 one by variants().
+const KernelVariant* bf16_variants(size_t* count);
+
+}  // namespace kforge::kernels
