@@ -27,6 +27,12 @@ struct Scalars {
 };
 const Scalars kScalars;
 
+// A, B and C: fp16 or bf16 (bf16 with fp32 compute only; cuBLAS has no bf16 accumulation).
+cudaDataType_t elem_type(const HgemmProblem& p) {
+  KF_CHECK(!p.bf16() || p.acc == Acc::kF32, "bf16 GEMMs accumulate in fp32 only (the problem asks for fp16 accumulation)");
+  return p.bf16() ? CUDA_R_16BF : CUDA_R_16F;
+}
+
 int as_int(int64_t v, const char* what) {
   KF_CHECK(v > 0 && v <= INT32_MAX, "%s = %lld does not fit cuBLAS's 32-bit dimensions", what, (long long)v);
   return int(v);
@@ -38,8 +44,8 @@ void cublas_gemm_ex(const CublasHandles& h, const HgemmProblem& p, const GemmOpe
   const bool tn = p.layout == Layout::kTN;
   KF_CUBLAS(cublasSetStream(h.blas(), s));
   KF_CUBLAS(cublasGemmEx(h.blas(), tn ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, as_int(sh.n, "N"), as_int(sh.m, "M"),
-                         as_int(sh.k, "K"), kScalars.alpha(p.acc), ops.b, CUDA_R_16F, as_int(tn ? sh.k : sh.n, "ldb"),
-                         ops.a, CUDA_R_16F, as_int(sh.k, "lda"), kScalars.beta(p.acc), ops.c, CUDA_R_16F,
+                         as_int(sh.k, "K"), kScalars.alpha(p.acc), ops.b, elem_type(p), as_int(tn ? sh.k : sh.n, "ldb"),
+                         ops.a, elem_type(p), as_int(sh.k, "lda"), kScalars.beta(p.acc), ops.c, elem_type(p),
                          as_int(sh.n, "ldc"), p.acc == Acc::kF32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_16F,
                          CUBLAS_GEMM_DEFAULT));
 }
@@ -55,13 +61,13 @@ LtPlan::LtPlan(const CublasHandles& h, const HgemmProblem& p) : h_(h), p_(p) {
   KF_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
   // cuBLASLt's A is our B: N x K column-major (nn) or K x N column-major read transposed (tn).
   if (tn)
-    KF_CUBLAS(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16F, uint64_t(sh.k), uint64_t(sh.n), sh.k));
+    KF_CUBLAS(cublasLtMatrixLayoutCreate(&a_, elem_type(p), uint64_t(sh.k), uint64_t(sh.n), sh.k));
   else
-    KF_CUBLAS(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16F, uint64_t(sh.n), uint64_t(sh.k), sh.n));
+    KF_CUBLAS(cublasLtMatrixLayoutCreate(&a_, elem_type(p), uint64_t(sh.n), uint64_t(sh.k), sh.n));
   // cuBLASLt's B is our A: K x M column-major.
-  KF_CUBLAS(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16F, uint64_t(sh.k), uint64_t(sh.m), sh.k));
+  KF_CUBLAS(cublasLtMatrixLayoutCreate(&b_, elem_type(p), uint64_t(sh.k), uint64_t(sh.m), sh.k));
   // C/D: N x M column-major = our row-major M x N.
-  KF_CUBLAS(cublasLtMatrixLayoutCreate(&c_, CUDA_R_16F, uint64_t(sh.n), uint64_t(sh.m), sh.n));
+  KF_CUBLAS(cublasLtMatrixLayoutCreate(&c_, elem_type(p), uint64_t(sh.n), uint64_t(sh.m), sh.n));
   KF_CUBLAS(cublasLtMatmulPreferenceCreate(&pref_));
   const uint64_t ws = h.workspace_bytes();  // the attribute is a uint64_t: pass exactly that type
   KF_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));

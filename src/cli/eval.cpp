@@ -24,6 +24,7 @@ struct EvalCliOptions {
   std::string shape;
   std::string layout = "nn";
   std::string acc = "f32";
+  std::string dtype = "f16";
   std::string modes = "offline";
   std::vector<std::string> candidates;
   int samples = 7;
@@ -66,6 +67,9 @@ void run_eval(const EvalCliOptions& o) {
   problem.shape = parse_shape(o.shape);
   problem.layout = parse_layout(o.layout);
   problem.acc = parse_acc(o.acc);
+  problem.dtype = parse_dtype(o.dtype);
+  if (problem.dtype == Dtype::kBF16 && problem.acc != Acc::kF32)
+    KF_USAGE_ERROR("--dtype bf16 accumulates in fp32 only: drop --acc f16 (or use --dtype f16)");
   EvalOptions eo = hgemm_eval_options(o.arch);
   eo.modes.clear();
   for (Mode m : parse_modes(o.modes)) eo.modes.emplace_back(to_string(m));
@@ -104,8 +108,9 @@ void run_eval(const EvalCliOptions& o) {
   so.max_batch = o.candidates.size();
   EvalService service(so);
   service.add_task(make_hgemm_task("eval", problem, eo));
-  std::fprintf(stderr, "kforge eval: %zu candidate(s), HGEMM %s %s acc %s, target %s\n", o.candidates.size(),
-               problem.shape.str().c_str(), o.layout.c_str(), o.acc.c_str(), eo.compile.arch.c_str());
+  std::fprintf(stderr, "kforge eval: %zu candidate(s), HGEMM %s %s acc %s dtype %s, target %s\n", o.candidates.size(),
+               problem.shape.str().c_str(), o.layout.c_str(), o.acc.c_str(), std::string(to_string(problem.dtype)).c_str(),
+               eo.compile.arch.c_str());
   size_t done = 0;
   std::vector<Verdict> verdicts = service.judge_files("eval", o.candidates, [&](size_t, const Verdict& v) {
     if (!o.json) std::printf("%s\n", one_line(v).c_str());
@@ -160,6 +165,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--shape", o->shape, "problem shape MxNxK")->required();
   cmd->add_option("--layout", o->layout, "B layout: nn (row-major K x N) or tn (column-major)")->capture_default_str();
   cmd->add_option("--acc", o->acc, "declared accumulation: f32 or f16")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "element type of A, B and C: f16, or bf16 (fp32 accumulation; the candidate "
+                                       "reads it from args->problem.dtype, the baseline is cuBLASLt auto-tuned bf16)")
+      ->capture_default_str();
   cmd->add_option("--mode", o->modes, "timing modes: offline, graph, server (comma list); the first one sets the reward")
       ->capture_default_str();
   cmd->add_option("--samples", o->samples, "paired rounds of candidate and baseline per mode")->capture_default_str();

@@ -39,6 +39,7 @@ struct BenchOptions {
   std::string modes = "offline";
   std::string layouts = "nn,tn";
   std::string acc = "f32";
+  std::string dtype = "f16";
   std::string baselines = "cublas,lt_heur,lt_auto";
   std::vector<std::string> outs;
   std::string variants_out;  // every timed variant of ours_all / lt_auto, one row each (CSV)
@@ -75,6 +76,7 @@ struct BenchPlan {
   std::vector<Mode> modes;
   std::vector<Layout> layouts;
   Acc acc = Acc::kF32;
+  Dtype dtype = Dtype::kF16;
   std::vector<std::string> baselines;
   Dist dist = Dist::kUniform;
   bool flush_l2 = false, rotate = false;
@@ -102,6 +104,9 @@ BenchPlan make_plan(const BenchOptions& o) {
   p.modes = parse_modes(o.modes);
   p.layouts = parse_layouts(o.layouts);
   p.acc = parse_acc(o.acc);
+  p.dtype = parse_dtype(o.dtype);
+  if (p.dtype == Dtype::kBF16 && p.acc != Acc::kF32)
+    KF_USAGE_ERROR("--dtype bf16 accumulates in fp32 only: drop --acc f16 (or use --dtype f16)");
   for (const std::string& b : split(o.baselines, ',')) {
     if (std::find(std::begin(kBaselineNames), std::end(kBaselineNames), b) == std::end(kBaselineNames))
       KF_USAGE_ERROR("unknown baseline '%s' (expected cublas, lt_heur, lt_auto, ours, ours_all)", b.c_str());
@@ -246,7 +251,7 @@ std::string per_shape_table(const std::vector<Measurement>& rows) {
 }
 
 nlohmann::json options_json(const BenchOptions& o) {
-  return {{"shapes", o.shapes}, {"modes", o.modes},     {"layouts", o.layouts},     {"acc", o.acc},
+  return {{"shapes", o.shapes}, {"modes", o.modes},     {"layouts", o.layouts},     {"acc", o.acc}, {"dtype", o.dtype},
           {"baselines", o.baselines}, {"cold", o.cold}, {"dist", o.dist},           {"stream", o.stream},       {"seed", o.seed},
           {"samples", o.samples}, {"warmup", o.warmup}, {"batch_us", o.batch_us},   {"server_rate", o.server_rate},
           {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples}};
@@ -342,7 +347,8 @@ void run_bench(const BenchOptions& o, const std::string& command) {
     tuned = DispatchTable::load(o.tune_from == "shipped" ? shipped_table_path() : o.tune_from);
   tuned.device = dev.name;
   // As much workspace as the neediest variant of any planned problem asks for (decode split-K partials).
-  DeviceBuffer ours_ws(workspace_bytes_for(plan.shapes, plan.layouts, plan.acc, dev, size_t(1) << 20), "kforge workspace");
+  DeviceBuffer ours_ws(workspace_bytes_for(plan.shapes, plan.layouts, plan.acc, dev, size_t(1) << 20, plan.dtype),
+                       "kforge workspace");
   Operands ops;
   ops.pool = DeviceBuffer(pool_bytes, "operand pool");
   Timer timer(s, dev.l2_bytes, o.seed);
@@ -365,10 +371,11 @@ void run_bench(const BenchOptions& o, const std::string& command) {
       ops.stride = set_bytes(sh);
       ops.sets = plan.rotate ? int(std::max<size_t>(1, pool_bytes / ops.stride)) : 1;
       for (Layout layout : plan.layouts) {
-        const HgemmProblem prob{sh, layout, plan.acc};
+        const HgemmProblem prob{sh, layout, plan.acc, plan.dtype};
         const kforge_hgemm_problem abi = prob.abi();
         if (!o.tune_out.empty() && !needs_tuning(tuned, abi, o.retune, o.retune_stale)) continue;
-        fill_random(ops.pool.as<__half>(), ops.sets * ops.stride / 2, plan.dist, shape_seed(o.seed, sh, layout), s);
+        fill_random(ops.pool.as<__half>(), ops.sets * ops.stride / 2, plan.dist, shape_seed(o.seed, sh, layout), s,
+                    plan.dtype);
         LtPlan lt(handles, prob);
         const auto heur = lt.heuristics(1);
         const auto autos = lt.heuristics(o.autotune_algos);
@@ -430,7 +437,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
           std::vector<Candidate> mine;
           for (size_t vi = 0; vi < im.variants.size(); ++vi) {
             const GemmOperands first = ops.at(0, sh);
-            poison_nan(first.c, elems_c(sh), s);
+            poison_nan(first.c, elems_c(sh), s, plan.dtype);
             im.variants[vi].first(s, 0);
             const CheckResult cr = check_sampled_gpu(prob, first.a, first.b, first.c, o.check_samples,
                                                      shape_seed(o.seed + 7, sh, layout), s);
@@ -467,6 +474,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
             m.shape = sh;
             m.layout = layout;
             m.acc = plan.acc;
+            m.dtype = plan.dtype;
             m.mode = std::string(to_string(mode));
             m.impl = impls[ii].name;
             bool have = false;
@@ -537,8 +545,9 @@ void run_bench(const BenchOptions& o, const std::string& command) {
     return rows;
   };
   for (Mode mode : plan.modes)
-    std::printf("== %s mode (%s accumulation)\n%s", std::string(to_string(mode)).c_str(),
-                std::string(to_string(plan.acc)).c_str(), format_summary(rows_of(mode)).c_str());
+    std::printf("== %s mode (%s%s accumulation)\n%s", std::string(to_string(mode)).c_str(),
+                plan.dtype == Dtype::kBF16 ? "bf16 inputs, " : "", std::string(to_string(plan.acc)).c_str(),
+                format_summary(rows_of(mode)).c_str());
   std::printf("ceilings: %.1f TFLOP/s fp16 tensor, %.0f GB/s memory, %.0f GB/s L2 (%s)\n", ceil.tensor_tflops,
               ceil.bandwidth_gbs, ceil.l2_bandwidth_gbs, ceil.method.c_str());
   std::printf("took %s\n", human_duration(progress.seconds()).c_str());
@@ -591,6 +600,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
 struct VariantsOptions {
   std::string layout = "all";
   std::string acc = "all";
+  std::string dtype = "all";
   std::string shape;
   std::string table;
 };
@@ -599,6 +609,8 @@ void run_variants(const VariantsOptions& o) {
   const bool all_layouts = o.layout == "all", all_accs = o.acc == "all";
   const Layout layout = all_layouts ? Layout::kNN : parse_layout(o.layout);
   const Acc acc = all_accs ? Acc::kF32 : parse_acc(o.acc);
+  const bool all_dtypes = o.dtype == "all";
+  const Dtype dtype = all_dtypes ? Dtype::kF16 : parse_dtype(o.dtype);
   std::optional<Shape> shape;
   if (!o.shape.empty()) shape = parse_shape(o.shape);
   if (shape && (all_layouts || all_accs))
@@ -632,11 +644,12 @@ void run_variants(const VariantsOptions& o) {
     const kernels::KernelVariant& v = all[i];
     if (!all_layouts && v.layout != static_cast<kforge_hgemm_layout>(layout)) continue;
     if (!all_accs && v.acc != static_cast<kforge_hgemm_acc>(acc)) continue;
+    if (!all_dtypes && v.dtype != (dtype == Dtype::kBF16 ? KFORGE_HGEMM_BF16 : KFORGE_HGEMM_F16)) continue;
     rows.push_back({&v, 0});
   }
   kforge_hgemm_problem abi{};
   if (shape) {
-    abi = HgemmProblem{*shape, layout, acc}.abi();
+    abi = HgemmProblem{*shape, layout, acc, dtype}.abi();
     std::vector<Row> kept;
     for (Row& r : rows)
       if (r.v->supports(&abi) && !(r.v->config.family == kernels::Family::kSm90 && dev && !hopper)) kept.push_back(r);
@@ -701,6 +714,9 @@ void register_hgemm_bench(CLI::App& hgemm) {
   cmd->add_option("--layouts", o->layouts, "B layouts: nn (B row-major K x N), tn (B column-major), or nn,tn")
       ->capture_default_str();
   cmd->add_option("--acc", o->acc, "accumulation precision: f32 or f16")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "element type of A, B and C: f16, or bf16 (fp32 accumulation; cuBLAS and "
+                                       "cuBLASLt in bf16 too)")
+      ->capture_default_str();
   cmd->add_option("--baselines", o->baselines,
                   "comma list of cublas (cublasGemmEx), lt_heur (cuBLASLt heuristic top-1), lt_auto (cuBLASLt: "
                   "every algorithm its heuristic returns, each timed, best kept)")
@@ -758,6 +774,9 @@ void register_hgemm_tune(CLI::App& hgemm) {
   cmd->add_option("--shapes", o->shapes, "'grid', a list 'MxNxK,...', or a file of shapes")->capture_default_str();
   cmd->add_option("--layouts", o->layouts, "B layouts to tune: nn, tn or nn,tn")->capture_default_str();
   cmd->add_option("--acc", o->acc, "accumulation precision: f32 or f16")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "element type to tune: f16, or bf16 (fp32 accumulation; entries written with "
+                                       "\"dtype\": \"bf16\", beside the fp16 ones of the same table)")
+      ->capture_default_str();
   cmd->add_option("--mode", o->modes, "timing mode(s); the first decides the winner")->capture_default_str();
   cmd->add_option("--out", o->tune_out, "the dispatch table (JSON) to write; entries already there are kept and "
                                         "their shapes skipped unless --retune")
@@ -803,6 +822,8 @@ void register_hgemm_variants(CLI::App& hgemm) {
               "this GPU, whole clusters only; waves: CTAs / resident.");
   cmd->add_option("--layout", o->layout, "nn, tn or all")->capture_default_str();
   cmd->add_option("--acc", o->acc, "f32, f16 or all")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "f16, bf16 or all (with --shape: the problem's dtype, f16 unless given)")
+      ->capture_default_str();
   cmd->add_option("--shape", o->shape, "MxNxK: only the variants that serve this problem (needs one --layout and --acc)");
   cmd->add_option("--table", o->table, "with --shape: the dispatch table whose choice to report (default: the shipped one)");
   cmd->callback([o] { run_variants(*o); });

@@ -87,6 +87,14 @@ std::vector<Shape> resolve_shapes(const std::string& arg) {
 
 std::string_view to_string(Layout l) { return l == Layout::kNN ? "nn" : "tn"; }
 std::string_view to_string(Acc a) { return a == Acc::kF32 ? "f32" : "f16"; }
+std::string_view to_string(Dtype d) { return d == Dtype::kBF16 ? "bf16" : "f16"; }
+
+Dtype parse_dtype(std::string_view s) {
+  s = trim(s);
+  if (s == "f16" || s == "fp16") return Dtype::kF16;
+  if (s == "bf16") return Dtype::kBF16;
+  KF_USAGE_ERROR("unknown dtype '%.*s' (expected f16 or bf16)", int(s.size()), s.data());
+}
 
 Layout parse_layout(std::string_view s) {
   s = trim(s);

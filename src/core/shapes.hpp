@@ -32,10 +32,14 @@ std::vector<Shape> resolve_shapes(const std::string& arg);
 
 enum class Layout { kNN, kTN };
 enum class Acc { kF32, kF16 };
+// The element type of A, B and C: fp16, or bf16 (with fp32 accumulation only).
+enum class Dtype { kF16, kBF16 };
 std::string_view to_string(Layout l);
 std::string_view to_string(Acc a);
+std::string_view to_string(Dtype d);  // "f16", "bf16"
 Layout parse_layout(std::string_view s);
 Acc parse_acc(std::string_view s);
+Dtype parse_dtype(std::string_view s);  // "f16" (or "fp16"), "bf16"
 std::vector<Layout> parse_layouts(std::string_view csv);
 
 }  // namespace kforge

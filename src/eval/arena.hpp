@@ -23,6 +23,7 @@ struct ArenaLayout {
   uint64_t total = 0;
   int64_t m = 0, n = 0, k = 0;
   int layout = 0, acc = 0;  // kforge_hgemm_layout, kforge_hgemm_acc
+  int dtype = 0;            // kforge_hgemm_dtype: 0 fp16, 1 bf16 (A, B and C are 2-byte elements either way)
 };
 
 inline constexpr uint64_t kArenaGuard = 4096;
@@ -36,9 +37,9 @@ inline constexpr unsigned char kArenaGuardByte = 0xA5;
 KFORGE_HD inline uint64_t arena_round(uint64_t x, uint64_t to = 256) { return (x + to - 1) / to * to; }
 
 inline ArenaLayout make_arena_layout(int64_t m, int64_t n, int64_t k, int layout, int acc, uint64_t slots,
-                                     uint64_t ws_bytes) {
+                                     uint64_t ws_bytes, int dtype = 0) {
   ArenaLayout l;
-  l.m = m, l.n = n, l.k = k, l.layout = layout, l.acc = acc, l.slots = slots;
+  l.m = m, l.n = n, l.k = k, l.layout = layout, l.acc = acc, l.slots = slots, l.dtype = dtype;
   l.a_bytes = uint64_t(m) * uint64_t(k) * 2;
   l.b_bytes = uint64_t(k) * uint64_t(n) * 2;
   l.c_bytes = uint64_t(m) * uint64_t(n) * 2;
@@ -56,13 +57,13 @@ inline nlohmann::json to_json(const ArenaLayout& l) {
   return {{"slots", l.slots}, {"slot_bytes", l.slot_bytes}, {"a_off", l.a_off}, {"b_off", l.b_off},
           {"c_off", l.c_off}, {"ws_off", l.ws_off},         {"ws_bytes", l.ws_bytes}, {"total", l.total},
           {"m", l.m},         {"n", l.n},                   {"k", l.k},             {"layout", l.layout},
-          {"acc", l.acc}};
+          {"acc", l.acc},     {"dtype", l.dtype}};
 }
 
 inline ArenaLayout arena_layout_from_json(const nlohmann::json& j) {
   ArenaLayout l = make_arena_layout(j.at("m").get<int64_t>(), j.at("n").get<int64_t>(), j.at("k").get<int64_t>(),
                                     j.at("layout").get<int>(), j.at("acc").get<int>(), j.at("slots").get<uint64_t>(),
-                                    j.at("ws_bytes").get<uint64_t>());
+                                    j.at("ws_bytes").get<uint64_t>(), j.value("dtype", 0));
   return l;
 }
 

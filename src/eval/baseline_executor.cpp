@@ -22,6 +22,7 @@ class BaselineRunner : public ExecRunner {
       p.shape = {abi.m, abi.n, abi.k};
       p.layout = abi.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN;
       p.acc = abi.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32;
+      p.dtype = abi.dtype == KFORGE_HGEMM_BF16 ? Dtype::kBF16 : Dtype::kF16;  // cuBLASLt auto-tuned in bf16 too
       handles_ = std::make_unique<CublasHandles>();
       plan_ = std::make_unique<LtPlan>(*handles_, p);
       const auto algos = plan_->heuristics(100);

@@ -362,6 +362,7 @@ int run_executor(ExecRunner& runner) {
       e.problem.m = p.at("m"), e.problem.n = p.at("n"), e.problem.k = p.at("k");
       e.problem.layout = kforge_hgemm_layout(p.at("layout").get<int>());
       e.problem.acc = kforge_hgemm_acc(p.at("acc").get<int>());
+      e.problem.dtype = kforge_hgemm_dtype(p.value("dtype", 0));  // the candidate sees it in args->problem
       std::string desc;
       const std::string err = runner.load(req, e.problem, e.ws_bytes, desc);
       if (!err.empty()) {

@@ -8,7 +8,11 @@
 
 namespace kforge {
 
-bool exact_small_ints(const HgemmProblem& p) { return p.acc == Acc::kF32 && 4 * p.shape.k <= 2048; }
+// |sum| <= 4K with inputs in [-2, 2]: exact in fp32, and in the output type up to its largest run of
+// consecutive integers (2^11 = 2048 for fp16's 11 significand bits, 2^8 = 256 for bf16's 8).
+bool exact_small_ints(const HgemmProblem& p) {
+  return p.acc == Acc::kF32 && 4 * p.shape.k <= (p.dtype == Dtype::kBF16 ? 256 : 2048);
+}
 
 CallFailure judge_call(const HgemmProblem& p, Dist d, const SlotCheck& before, const SlotCheck& c, bool timed,
                        const std::string& where, double* worst) {
@@ -21,8 +25,9 @@ CallFailure judge_call(const HgemmProblem& p, Dist d, const SlotCheck& before, c
   if (c.nonfinite)
     return {reason::kUnwrittenOutput, strf("%llu output elements are NaN or infinite: unwritten (%s)", c.nonfinite, where.c_str())};
   if (c.bad)
-    return {wrong, strf("%llu of %d sampled elements outside the %s tolerance, worst error %.3g x the bound (%s)", c.bad,
-                        kSamplesPerOutput, to_string(p.acc).data(), double(ratio), where.c_str())};
+    return {wrong, strf("%llu of %d sampled elements outside the %s%s tolerance, worst error %.3g x the bound (%s)", c.bad,
+                        kSamplesPerOutput, p.dtype == Dtype::kBF16 ? "bf16 " : "", to_string(p.acc).data(),
+                        double(ratio), where.c_str())};
   if (exact_small_ints(p) && d == Dist::kSmallInt && c.inexact)
     return {wrong, "not bit-exact on small-integer inputs, which fp32 accumulation sums exactly (" + where + ")"};
   return {};

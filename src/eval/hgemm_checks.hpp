@@ -24,7 +24,7 @@ struct CallFailure {
 };
 
 // Small-integer inputs are summed exactly by fp32 accumulation (products and sums exact): the
-// output must then be the exact result rounded to fp16.
+// output must then be the exact result (K small enough that it is representable in fp16 or bf16).
 bool exact_small_ints(const HgemmProblem& p);
 
 // One call's device checks, before and after it, read in the judge's order: guard bands, inputs

@@ -64,6 +64,7 @@ nlohmann::json to_json(const HgemmEvalRequest& r) {
           {"k", r.problem.shape.k},
           {"layout", std::string(to_string(r.problem.layout))},
           {"acc", std::string(to_string(r.problem.acc))},
+          {"dtype", std::string(to_string(r.problem.dtype))},
           {"modes", r.modes},
           {"samples", r.samples},
           {"seed", r.seed},
@@ -79,6 +80,7 @@ HgemmEvalRequest hgemm_request_from_json(const nlohmann::json& j) {
   r.problem.shape = {j.at("m").get<int64_t>(), j.at("n").get<int64_t>(), j.at("k").get<int64_t>()};
   r.problem.layout = parse_layout(j.at("layout").get<std::string>());
   r.problem.acc = parse_acc(j.at("acc").get<std::string>());
+  r.problem.dtype = parse_dtype(j.value("dtype", std::string("f16")));
   r.modes = j.value("modes", std::vector<std::string>{"offline"});
   r.samples = j.value("samples", 7);
   r.seed = j.value("seed", uint64_t(1));
@@ -322,11 +324,13 @@ class Executor {
 };
 
 std::string problem_key(const HgemmProblem& p) {
-  return p.shape.str() + std::string(to_string(p.layout)) + std::string(to_string(p.acc));
+  return p.shape.str() + std::string(to_string(p.layout)) + std::string(to_string(p.acc)) +
+         (p.dtype == Dtype::kBF16 ? "bf16" : "");
 }
 
 nlohmann::json problem_json(const HgemmProblem& p) {
-  return {{"m", p.shape.m}, {"n", p.shape.n}, {"k", p.shape.k}, {"layout", int(p.abi().layout)}, {"acc", int(p.abi().acc)}};
+  return {{"m", p.shape.m},           {"n", p.shape.n},         {"k", p.shape.k}, {"layout", int(p.abi().layout)},
+          {"acc", int(p.abi().acc)}, {"dtype", int(p.abi().dtype)}};
 }
 
 struct WorkerState {
@@ -509,12 +513,14 @@ class Judge {
     size_t free_b = 0, total_b = 0;
     KF_CUDA(cudaMemGetInfo(&free_b, &total_b));
     const double budget = std::min(0.3 * double(free_b), 32.0 * double(1ull << 30));
-    const ArenaLayout one = make_arena_layout(sh.m, sh.n, sh.k, int(p_.abi().layout), int(p_.abi().acc), 1, ws_bytes_);
+    const ArenaLayout one =
+        make_arena_layout(sh.m, sh.n, sh.k, int(p_.abi().layout), int(p_.abi().acc), 1, ws_bytes_, int(p_.abi().dtype));
     const double est = std::max(1.3 * counted_floor_us(sh.flops(), hgemm_bytes(sh), w_.ceilings, 0), 8.0);
     // A batch lasts about 8 ms of baseline-speed calls, one slot per call: 4 to 1024 slots.
     uint64_t slots = uint64_t(std::clamp(std::ceil(8000.0 / est), 4.0, 1024.0));
     slots = std::min<uint64_t>(slots, uint64_t(std::max(2.0, budget / double(one.slot_bytes))));
-    L_ = make_arena_layout(sh.m, sh.n, sh.k, int(p_.abi().layout), int(p_.abi().acc), slots, ws_bytes_);
+    L_ = make_arena_layout(sh.m, sh.n, sh.k, int(p_.abi().layout), int(p_.abi().acc), slots, ws_bytes_,
+                           int(p_.abi().dtype));
     if (double(L_.total) > 0.9 * double(free_b))
       throw ExecFailure{reason::kOutOfMemory, strf("the arena of %s does not fit the GPU's free %s",
                                                    human_bytes(double(L_.total)).c_str(), human_bytes(double(free_b)).c_str())};

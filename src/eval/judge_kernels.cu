@@ -19,7 +19,7 @@ __global__ void prepare_kernel(char* arena, ArenaLayout l, const int* slots, con
   const int dist = dists[blockIdx.y];
   char* base = arena + uint64_t(slot) * l.slot_bytes;
   const uint64_t ss = slot_seed(seed, slot), sign_seed = mix64(ss ^ 0x5157u);
-  const bool tn = l.layout == 1;
+  const bool tn = l.layout == 1, bf16 = l.dtype == 1;
   const uint64_t halves = l.slot_bytes / 2;
   unsigned short* h = reinterpret_cast<unsigned short*>(base);
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < halves; i += uint64_t(gridDim.x) * blockDim.x) {
@@ -27,13 +27,13 @@ __global__ void prepare_kernel(char* arena, ArenaLayout l, const int* slots, con
     unsigned short v = 0xA5A5;
     if (byte >= l.a_off && byte < l.a_off + l.a_bytes) {
       const uint64_t e = (byte - l.a_off) / 2;
-      v = __half_as_ushort(__float2half_rn(gen::value(dist, ss, e, true, int64_t(e % uint64_t(l.k)), sign_seed)));
+      v = gen::encode(gen::value(dist, ss, e, true, int64_t(e % uint64_t(l.k)), sign_seed, bf16), bf16);
     } else if (byte >= l.b_off && byte < l.b_off + l.b_bytes) {
       const uint64_t e = (byte - l.b_off) / 2;
       const int64_t kk = tn ? int64_t(e % uint64_t(l.k)) : int64_t(e / uint64_t(l.n));
-      v = __half_as_ushort(__float2half_rn(gen::value(dist, mix64(ss + 1), e, false, kk, sign_seed)));
+      v = gen::encode(gen::value(dist, mix64(ss + 1), e, false, kk, sign_seed, bf16), bf16);
     } else if (byte >= l.c_off && byte < l.c_off + l.c_bytes) {
-      v = 0x7E00;
+      v = gen::nan_bits(bf16);
     }
     h[i] = v;
   }
@@ -69,7 +69,7 @@ __global__ void scan_kernel(const char* arena, ArenaLayout l, const int* slots, 
       in_hash += mix64((byte << 16) ^ v ^ 0xB0000000000000ull);
     } else if (byte >= l.c_off && byte < l.c_off + l.c_bytes) {
       out_hash += mix64((byte << 16) ^ v);
-      nonfinite += (v & 0x7C00) == 0x7C00;
+      nonfinite += gen::nonfinite_bits(v, l.dtype == 1);
     } else {
       guard += ((v & 0xFF) != kArenaGuardByte) + ((v >> 8) != kArenaGuardByte);
     }
@@ -81,7 +81,7 @@ __global__ void scan_kernel(const char* arena, ArenaLayout l, const int* slots, 
   atomicAdd(&o->out_hash, out_hash);
 }
 
-// One warp per (slot, sample): the dot product in fp64 against the fp16 output.
+// One warp per (slot, sample): the dot product in fp64 against the fp16 or bf16 output.
 __global__ void sample_kernel(const char* arena, ArenaLayout l, const int* slots, int n, int samples, uint64_t seed,
                               SlotCheck* out) {
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -103,11 +103,11 @@ __global__ void sample_kernel(const char* arena, ArenaLayout l, const int* slots
     row = int64_t((hsh >> 32) % uint64_t(l.m));
     col = int64_t((hsh & 0xffffffffu) % uint64_t(l.n));
   }
-  const bool tn = l.layout == 1;
+  const bool tn = l.layout == 1, bf16 = l.dtype == 1;
   double acc = 0, aacc = 0;
   for (int64_t kk = lane; kk < l.k; kk += 32) {
-    const double bv = __half2float(tn ? b[col * l.k + kk] : b[kk * l.n + col]);
-    const double p = double(__half2float(a[row * l.k + kk])) * bv;
+    const double bv = gen::decode_at(b, uint64_t(tn ? col * l.k + kk : kk * l.n + col), bf16);
+    const double p = double(gen::decode_at(a, uint64_t(row * l.k + kk), bf16)) * bv;
     acc += p;
     aacc += fabs(p);
   }
@@ -116,8 +116,8 @@ __global__ void sample_kernel(const char* arena, ArenaLayout l, const int* slots
     aacc += __shfl_down_sync(0xffffffffu, aacc, off);
   }
   if (lane != 0) return;
-  const float cv = __half2float(c[row * l.n + col]);
-  const double bound = hgemm_tolerance(acc, aacc, l.acc == 1 ? Acc::kF16 : Acc::kF32);
+  const float cv = gen::decode_at(c, uint64_t(row * l.n + col), bf16);
+  const double bound = hgemm_tolerance(acc, aacc, l.acc == 1 ? Acc::kF16 : Acc::kF32, bf16 ? Dtype::kBF16 : Dtype::kF16);
   const float ratio = isfinite(cv) ? float(fabs(double(cv) - acc) / bound) : INFINITY;
   SlotCheck* o = out + idx;
   if (!(ratio <= 1.0f)) atomicAdd(&o->bad, 1ull);

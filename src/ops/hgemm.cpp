@@ -1,6 +1,7 @@
 #include "ops/hgemm.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/error.hpp"
@@ -14,7 +15,18 @@ kforge_hgemm_problem HgemmProblem::abi() const {
   p.k = shape.k;
   p.layout = layout == Layout::kNN ? KFORGE_HGEMM_NN : KFORGE_HGEMM_TN;
   p.acc = acc == Acc::kF32 ? KFORGE_HGEMM_ACC_F32 : KFORGE_HGEMM_ACC_F16;
+  p.dtype = dtype == Dtype::kBF16 ? KFORGE_HGEMM_BF16 : KFORGE_HGEMM_F16;
   return p;
+}
+
+double element_value(__half h, Dtype dt) {
+  if (dt == Dtype::kF16) return __half2float(h);
+  uint16_t bits;
+  std::memcpy(&bits, &h, sizeof bits);
+  const uint32_t wide = uint32_t(bits) << 16;  // bf16 is the top half of an fp32
+  float f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
 }
 
 size_t elems_a(const Shape& s) { return size_t(s.m) * size_t(s.k); }
@@ -60,10 +72,10 @@ std::vector<double> reference_cpu_f64(const HgemmProblem& p, const std::vector<_
   std::vector<double> bcol(size_t(s.k));
   for (int64_t j = 0; j < s.n; ++j) {
     for (int64_t kk = 0; kk < s.k; ++kk)
-      bcol[kk] = __half2float(p.layout == Layout::kTN ? b[j * s.k + kk] : b[kk * s.n + j]);
+      bcol[kk] = element_value(p.layout == Layout::kTN ? b[j * s.k + kk] : b[kk * s.n + j], p.dtype);
     for (int64_t i = 0; i < s.m; ++i) {
       double acc = 0;
-      for (int64_t kk = 0; kk < s.k; ++kk) acc += double(__half2float(a[i * s.k + kk])) * bcol[kk];
+      for (int64_t kk = 0; kk < s.k; ++kk) acc += element_value(a[i * s.k + kk], p.dtype) * bcol[kk];
       out[i * s.n + j] = acc;
     }
   }
@@ -82,17 +94,17 @@ CheckResult check_cpu(const HgemmProblem& p, const std::vector<__half>& a, const
     for (int64_t j = 0; j < s.n; ++j) {
       double abs_sum = 0;
       for (int64_t kk = 0; kk < s.k; ++kk) {
-        const double bv = __half2float(p.layout == Layout::kTN ? b[j * s.k + kk] : b[kk * s.n + j]);
-        abs_sum += std::fabs(double(__half2float(a[i * s.k + kk])) * bv);
+        const double bv = element_value(p.layout == Layout::kTN ? b[j * s.k + kk] : b[kk * s.n + j], p.dtype);
+        abs_sum += std::fabs(element_value(a[i * s.k + kk], p.dtype) * bv);
       }
       const size_t idx = size_t(i * s.n + j);
-      const double cv = __half2float(c[idx]);
+      const double cv = element_value(c[idx], p.dtype);
       double ratio;
       if (!std::isfinite(cv)) {
         ++r.nonfinite;
         ratio = std::numeric_limits<double>::infinity();
       } else {
-        ratio = std::fabs(cv - ref[idx]) / hgemm_tolerance(ref[idx], abs_sum, p.acc);
+        ratio = std::fabs(cv - ref[idx]) / hgemm_tolerance(ref[idx], abs_sum, p);
       }
       if (!(ratio <= 1.0)) ++r.bad;
       if (cv != ref[idx]) r.exact = false;

@@ -18,7 +18,8 @@ VerifyResult verify_hgemm(const HgemmImpl& impl, const HgemmProblem& p, size_t w
                           cudaStream_t s) {
   VerifyResult r;
   const Shape& sh = p.shape;
-  const ArenaLayout L = make_arena_layout(sh.m, sh.n, sh.k, int(p.abi().layout), int(p.abi().acc), 1, ws_bytes);
+  const ArenaLayout L =
+      make_arena_layout(sh.m, sh.n, sh.k, int(p.abi().layout), int(p.abi().acc), 1, ws_bytes, int(p.abi().dtype));
   DeviceBuffer arena(L.total, "verify arena"), slot(sizeof(int), "verify slot"), dist(1, "verify dist"),
       checks(sizeof(SlotCheck), "verify checks");
   KF_CUDA(cudaMemsetAsync(slot.get(), 0, sizeof(int), s));

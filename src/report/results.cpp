@@ -126,7 +126,7 @@ bool parse_bool(const std::string& s, const char* column) {
 
 // The columns of a results CSV, in the order to_csv writes them.
 const std::vector<std::string> kColumns = {
-    "m",        "n",         "k",         "layout",        "acc",      "mode",      "impl",     "median_us",
+    "m",        "n",         "k",         "layout",        "acc",      "dtype",     "mode",     "impl",     "median_us",
     "p10_us",   "p90_us",    "min_us",    "max_us",        "mean_us",  "samples",   "calls_per_sample",
     "tflops",   "floor_us",  "floor_pct", "ratio_to_best", "verified", "err_ratio", "algo"};
 
@@ -136,6 +136,7 @@ class RowView {
   RowView(const std::map<std::string, size_t>& index, const std::vector<std::string>& fields)
       : index_(index), fields_(fields) {}
   const std::string& str(const char* column) const { return fields_[index_.at(column)]; }
+  bool has(const char* column) const { return index_.count(column) != 0; }
   double num(const char* column) const { return parse_double(str(column), column); }
   int64_t integer(const char* column, int64_t min_value) const {
     return parse_int(str(column), column, min_value);
@@ -151,6 +152,7 @@ Measurement parse_row(const RowView& r) {
   m.shape = {r.integer("m", 1), r.integer("n", 1), r.integer("k", 1)};
   m.layout = parse_layout(r.str("layout"));
   m.acc = parse_acc(r.str("acc"));
+  if (r.has("dtype")) m.dtype = parse_dtype(r.str("dtype"));
   m.mode = r.str("mode");
   m.impl = r.str("impl");
   if (m.mode.empty()) KF_USAGE_ERROR("empty mode");
@@ -196,9 +198,10 @@ int flop_decade(double flops) {
 std::string to_csv(const std::vector<Measurement>& rows) {
   std::string out = join(kColumns, ",") + "\n";
   for (const Measurement& m : rows) {
-    out += strf("%lld,%lld,%lld,%s,%s,%s,%s,", (long long)m.shape.m, (long long)m.shape.n,
+    out += strf("%lld,%lld,%lld,%s,%s,%s,%s,%s,", (long long)m.shape.m, (long long)m.shape.n,
                 (long long)m.shape.k, std::string(to_string(m.layout)).c_str(),
-                std::string(to_string(m.acc)).c_str(), csv_field(m.mode).c_str(), csv_field(m.impl).c_str());
+                std::string(to_string(m.acc)).c_str(), std::string(to_string(m.dtype)).c_str(),
+                csv_field(m.mode).c_str(), csv_field(m.impl).c_str());
     out += strf("%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,", m.time_us.median, m.time_us.p10, m.time_us.p90,
                 m.time_us.min, m.time_us.max, m.time_us.mean, m.time_us.n, m.calls_per_sample);
     out += strf("%.6g,%.6g,%.6g,%.9g,%d,%.6g,", m.tflops, m.floor_us, m.floor_pct, m.ratio_to_best,
@@ -216,7 +219,7 @@ std::vector<Measurement> parse_results_csv(const std::string& text, const std::s
   const CsvRecord& header = records.front();
   for (size_t i = 0; i < header.fields.size(); ++i) index.emplace(header.fields[i], i);
   for (const std::string& c : kColumns)
-    if (!index.count(c))
+    if (!index.count(c) && c != "dtype")  // files written before bf16 have no dtype column: fp16
       KF_USAGE_ERROR("%s:%d: expected the header line '%s' (column '%s' is missing)", origin.c_str(),
                      header.line, join(kColumns, ",").c_str(), c.c_str());
 
@@ -242,6 +245,7 @@ nlohmann::json to_json(const Measurement& m) {
       {"k", m.shape.k},
       {"layout", to_string(m.layout)},
       {"acc", to_string(m.acc)},
+      {"dtype", to_string(m.dtype)},
       {"mode", m.mode},
       {"impl", m.impl},
       {"key", m.key()},
@@ -265,8 +269,8 @@ nlohmann::json to_json(const Measurement& m) {
 }
 
 void fill_ratio_to_best(std::vector<Measurement>& rows) {
-  using Group = std::tuple<int64_t, int64_t, int64_t, Acc, std::string>;
-  auto group_of = [](const Measurement& m) { return Group{m.shape.m, m.shape.n, m.shape.k, m.acc, m.mode}; };
+  using Group = std::tuple<int64_t, int64_t, int64_t, Acc, Dtype, std::string>;
+  auto group_of = [](const Measurement& m) { return Group{m.shape.m, m.shape.n, m.shape.k, m.acc, m.dtype, m.mode}; };
   std::map<Group, double> best;
   for (const Measurement& m : rows) {
     if (!positive(m.time_us.median)) continue;

@@ -14,6 +14,7 @@ struct Measurement {
   Shape shape;
   Layout layout = Layout::kNN;
   Acc acc = Acc::kF32;
+  Dtype dtype = Dtype::kF16;  // element type (CSV column "dtype"; a file without it is fp16)
   std::string mode;    // "offline" | "graph" | "server"
   std::string impl;    // "cublas" | "lt_heur" | "lt_auto" | later "ours"
   Summary time_us;     // per-call microseconds over the samples
@@ -31,7 +32,7 @@ struct Measurement {
 };
 
 // Sets ratio_to_best on every row: best = the smallest median time among rows with the same
-// shape, acc and mode (over every impl and layout).
+// shape, acc, dtype and mode (over every impl and layout).
 void fill_ratio_to_best(std::vector<Measurement>& rows);
 
 std::string to_csv(const std::vector<Measurement>& rows);

@@ -49,14 +49,14 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
 }
 
 size_t workspace_bytes_for(const std::vector<Shape>& shapes, const std::vector<Layout>& layouts, Acc acc,
-                           const DeviceInfo& dev, size_t floor_bytes) {
+                           const DeviceInfo& dev, size_t floor_bytes, Dtype dtype) {
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
   const bool hopper = dev.cc_major == 9 && dev.cc_minor == 0;
   size_t need = floor_bytes;
   for (const Shape& sh : shapes)
     for (Layout l : layouts) {
-      const kforge_hgemm_problem abi = HgemmProblem{sh, l, acc}.abi();
+      const kforge_hgemm_problem abi = HgemmProblem{sh, l, acc, dtype}.abi();
       for (size_t i = 0; i < count; ++i) {
         if (all[i].config.family == kernels::Family::kSm90 && !hopper) continue;
         if (all[i].supports(&abi)) need = std::max(need, all[i].workspace_size(&abi));
@@ -67,8 +67,8 @@ size_t workspace_bytes_for(const std::vector<Shape>& shapes, const std::vector<L
 
 bool needs_tuning(const DispatchTable& tuned, const kforge_hgemm_problem& p, bool retune, bool retune_stale) {
   if (retune) return true;
-  const nlohmann::json* done = tuned.row(p.m, p.n, p.k, p.layout, p.acc);
-  return !done || (retune_stale && done->value("variants", std::string()) != variants_fingerprint());
+  const nlohmann::json* done = tuned.row(p.m, p.n, p.k, p.layout, p.acc, p.dtype);
+  return !done || (retune_stale && done->value("variants", std::string()) != variants_fingerprint(p.dtype));
 }
 
 // kforge hgemm tune: the fastest verified variant of each (shape, layout) in the first mode goes
@@ -80,7 +80,7 @@ void record_winners(const std::vector<Measurement>& rows, Mode first_mode, Dispa
     if (m.impl != "ours_all" || m.mode != mode) continue;
     const kernels::KernelVariant* v = kernels::find_variant(m.algo.substr(m.algo.find(": ") + 2).c_str());
     if (!v) KF_RUNTIME_ERROR("tuned winner '%s' is not a variant", m.algo.c_str());
-    const HgemmProblem prob{m.shape, m.layout, m.acc};
+    const HgemmProblem prob{m.shape, m.layout, m.acc, m.dtype};
     const kforge_hgemm_problem abi = prob.abi();
     const VerifyResult vr = verify_hgemm([v](const kforge_hgemm_args& a, cudaStream_t st) { return v->run(&a, st); },
                                          prob, v->workspace_size(&abi), seed + 99, s);
@@ -93,9 +93,10 @@ void record_winners(const std::vector<Measurement>& rows, Mode first_mode, Dispa
                           {"layout", std::string(to_string(m.layout))}, {"acc", std::string(to_string(m.acc))},
                           {"variant", v->name}, {"mode", mode}, {"us", m.time_us.median}, {"tflops", m.tflops},
                           {"verified", true}, {"worst_error_ratio", vr.worst_ratio},
-                          {"variants", variants_fingerprint()}};
+                          {"variants", variants_fingerprint(abi.dtype)}};
+    if (m.dtype == Dtype::kBF16) row["dtype"] = "bf16";  // fp16 rows stay as before (no key: fp16)
     for (const Measurement& b : rows)
-      if (b.impl == "lt_auto" && b.mode == mode && b.layout == m.layout) {
+      if (b.impl == "lt_auto" && b.mode == mode && b.layout == m.layout && b.dtype == m.dtype) {
         row["baseline_us"] = b.time_us.median;
         row["speedup_vs_lt_auto"] = b.time_us.median / m.time_us.median;
       }

@@ -30,7 +30,7 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
 // variant able to run one of them on this device (the dispatcher's choice among them), and at
 // least `floor_bytes`. The decode family's split-K partials are the ones that need it.
 size_t workspace_bytes_for(const std::vector<Shape>& shapes, const std::vector<Layout>& layouts, Acc acc,
-                           const DeviceInfo& dev, size_t floor_bytes);
+                           const DeviceInfo& dev, size_t floor_bytes, Dtype dtype = Dtype::kF16);
 // Whether `p` must be measured: always with `retune`; otherwise when the table lacks it or, with
 // `retune_stale`, holds it from a build with another set of variants.
 bool needs_tuning(const DispatchTable& tuned, const kforge_hgemm_problem& p, bool retune, bool retune_stale);
