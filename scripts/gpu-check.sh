@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [offgrid-kernels] [gaps] [pdl] [repeat] [serve] [serve-trl] [tune] [ours] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [offgrid-kernels] [gaps] [pdl] [repeat] [serve] [serve-trl] [tune] [ours] [bf16] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
 #   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv)
@@ -64,6 +64,12 @@
 #           tests (HgemmTorch: CPU refusals; HgemmTorchGpuTest: correctness vs torch.matmul, both
 #           layouts, stream, autograd, torch.compile, swapped Linear layers), then the benchmark
 #           against torch.matmul into torchop-bench.csv/.txt (TORCHOP_SHAPES, TORCHOP_REPEATS); ~90 s
+#   bf16    bf16 (issue 18): every bf16 variant verified on a sweep of shapes, odd ones included
+#           (GpuTest.Bf16*: each variant's family sweep, the dispatcher's bf16 choices on odd shapes,
+#           cuBLASLt bf16 within the bf16 tolerance; ctest-bf16.log, ~60 s), then ours vs cuBLASLt bf16
+#           (heuristic and auto-tuned) on the 38 shapes of data/shapes/subset.txt, both layouts,
+#           offline, each side at its faster layout: bf16.csv, bf16-speedup.csv and bf16.log (~60 s).
+#           Expected ~150 s after a build; BF16_SHAPES overrides the shape set
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
 # Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
 # (made on a machine with apt by ../shared/tools/gpu-deps.sh .gpu-deps).
@@ -433,6 +439,13 @@ fi
 if has grid2; then
   echo "== grid run 2"
   /usr/bin/time -f "grid2 wall %e s" $kf hgemm bench --out "$out/grid2.csv" --db "$out/runs.db" 2>&1 | tail -12
+fi
+if has bf16; then
+  echo "== bf16: every bf16 variant verified on a sweep, then ours vs cuBLASLt bf16 on a grid subset"
+  timeout 300 ctest --test-dir "$build" --output-on-failure -R "Bf16" 2>&1 | tee "$out/ctest-bf16.log" | tail -30 || true
+  timeout 280 $kf hgemm bench --dtype bf16 --baselines lt_heur,lt_auto,ours --no-db --mode offline \
+    --shapes "${BF16_SHAPES:-data/shapes/subset.txt}" --speedup ours:lt_auto --out "$out/bf16.csv" \
+    --speedup-out "$out/bf16-speedup.csv" 2>&1 | tee "$out/bf16.log" | tail -70 || true
 fi
 if has subset; then
   echo "== graph and server modes on a subset"

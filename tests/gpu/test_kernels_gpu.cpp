@@ -20,6 +20,12 @@ HgemmImpl impl_of(const kernels::KernelVariant& v) {
   return [&v](const kforge_hgemm_args& a, cudaStream_t s) { return v.run(&a, s); };
 }
 
+// The problem of shape `sh` in variant `v`'s layout, accumulation and dtype (fp16 or bf16).
+HgemmProblem problem_for(const kernels::KernelVariant& v, const Shape& sh) {
+  return {sh, v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN, v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32,
+          v.dtype == KFORGE_HGEMM_BF16 ? Dtype::kBF16 : Dtype::kF16};
+}
+
 TEST_F(GpuTest, EveryKernelVariantPassesVerification) {
   Stream s;
   const DeviceInfo dev = query_device(0);
@@ -36,8 +42,7 @@ TEST_F(GpuTest, EveryKernelVariantPassesVerification) {
     const kernels::KernelVariant& v = all[i];
     if (v.config.family == kernels::Family::kSm90 && dev.cc_major * 10 + dev.cc_minor != 90) continue;
     for (const Shape& sh : shapes) {
-      const HgemmProblem p{sh, v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN,
-                           v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32};
+      const HgemmProblem p = problem_for(v, sh);
       const kforge_hgemm_problem abi = p.abi();
       if (!v.supports(&abi)) continue;
       const VerifyResult r = verify_hgemm(impl_of(v), p, v.workspace_size(&abi), 11, s.get());
@@ -84,8 +89,7 @@ TEST_F(GpuTest, PaddedVariantsPassVerification) {
     const kernels::KernelVariant& v = all[i];
     if (!v.config.pad) continue;
     for (const Shape& sh : shapes) {
-      const HgemmProblem p{sh, v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN,
-                           v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32};
+      const HgemmProblem p = problem_for(v, sh);
       const kforge_hgemm_problem abi = p.abi();
       ASSERT_TRUE(v.supports(&abi)) << v.name << " " << sh.str();
       const VerifyResult r = verify_hgemm(impl_of(v), p, v.workspace_size(&abi), 29, s.get());
@@ -118,8 +122,7 @@ TEST_F(GpuTest, DecodeVariantsPassVerificationOnASweep) {
       for (Shape sh : nk) {
         if (swapped) sh.m = sh.n, sh.n = small;
         else sh.m = small;
-        const HgemmProblem p{sh, v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN,
-                             v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32};
+        const HgemmProblem p = problem_for(v, sh);
         const kforge_hgemm_problem abi = p.abi();
         ASSERT_TRUE(v.supports(&abi)) << v.name << " " << sh.str();
         const size_t ws = v.workspace_size(&abi);
