@@ -4,11 +4,12 @@
 
 EXPORT_DIR is an export written with --torch; its load() builds the library and the op there (or
 reuses an earlier build). `cpu`: the op builds and registers, refuses CPU tensors, bad dtypes
-(bf16 with its own message) and bad shapes with clear errors, and its fake implementation gives
+(fp32; bf16 CPU tensors as CPU tensors) and bad shapes with clear errors, and its fake implementation gives
 shapes to meta tensors and to a symbolic trace. `gpu`: correctness against torch.matmul over a
 sweep of shapes in both B layouts (and copied strides, unaligned pointers, empty sizes), the
 current stream, autograd, torch.compile, Linear layers of a small MLP and of a tiny transformer
-block swapped and checked against the original model. Prints SKIPPED (exit 0) where torch, or
+block swapped and checked against the original model; bf16 tensors on the same checks (a sweep
+of odd shapes in both layouts, an unaligned a, a bf16 MLP swapped). Prints SKIPPED (exit 0) where torch, or
 for `gpu` a CUDA device, is missing; exit 1 on any failure.
 """
 import math
@@ -51,9 +52,10 @@ def cpu_tests(torch, kh):
     msg = expect_error(lambda: torch.ops.kforge.hgemm(a, b), RuntimeError, "CUDA tensors only", "CPU tensors")
     say(f"CPU tensors refused: {msg}")
     expect_error(lambda: torch.ops.kforge.hgemm(a.float(), b.float()), TypeError, "is not supported", "fp32")
-    msg = expect_error(lambda: torch.ops.kforge.hgemm(a.bfloat16(), b.bfloat16()), NotImplementedError,
-                       "bfloat16 is not in this", "bf16")
-    say(f"bf16 refused: {msg}")
+    # bf16 is served (on CUDA): a bf16 CPU pair is refused for its device, like fp16.
+    expect_error(lambda: torch.ops.kforge.hgemm(a.bfloat16(), b.bfloat16()), RuntimeError, "CUDA tensors only",
+                 "bf16 CPU tensors")
+    expect_error(lambda: torch.ops.kforge.hgemm(a, b.bfloat16()), TypeError, "same dtype", "fp16 with bf16")
     expect_error(lambda: torch.ops.kforge.hgemm(a, b.float()), TypeError, "same dtype", "mixed dtypes")
     expect_error(lambda: torch.ops.kforge.hgemm(a, torch.randn(31, 48, dtype=h)), ValueError, "their K differ",
                  "K mismatch")
@@ -110,7 +112,7 @@ def gpu_tests(torch, kh):
         ours = torch.ops.kforge.hgemm(a, b)
         theirs = torch.matmul(a, b)
         torch.cuda.synchronize()
-        if not check(ours.shape == theirs.shape and ours.dtype == h and ours.is_contiguous(),
+        if not check(ours.shape == theirs.shape and ours.dtype == a.dtype and ours.is_contiguous(),
                      f"{what}: output {tuple(ours.shape)} {ours.dtype} contiguous={ours.is_contiguous()}"):
             return
         if ref.numel() == 0 or ref.abs().max() == 0:
@@ -147,6 +149,26 @@ def gpu_tests(torch, kh):
             if r:
                 say(f"{m}x{n}x{k} {layout}: variant {kh.variant(m, n, k, layout == 'tn')}, error {r[0]:.2e} "
                     f"(torch.matmul {r[1]:.2e})")
+    # bf16 (issue 18): the library's bf16 variants against torch.matmul in bf16 (cuBLAS, fp32
+    # accumulation): the same bound (one bf16 rounding each; the 2e-4 floor is far below bf16's
+    # 2^-8), on odd sizes, both layouts, a decode shape and an unaligned a.
+    rb = lambda *s: torch.randn(*s, device=dev, dtype=torch.bfloat16, generator=gen)
+    n_bf16 = 0
+    for m, n, k in ((1, 8, 8), (7, 100, 63), (129, 256, 520), (1000, 1032, 2048), (7, 12288, 4096), (16384, 8, 4096),
+                    (1000, 1001, 1003), (4096, 4096, 4096)):
+        a = rb(m, k)
+        for layout in ("nn", "tn"):
+            b = rb(k, n) if layout == "nn" else rb(n, k).t()
+            r = compare(a, b, f"bf16 {m}x{n}x{k} {layout}")
+            n_bf16 += 1
+            if r and m * n * k >= 1 << 30:
+                say(f"bf16 {m}x{n}x{k} {layout}: variant {kh.variant(m, n, k, layout == 'tn', torch.bfloat16)}, "
+                    f"error {r[0]:.2e} (torch.matmul {r[1]:.2e})")
+    flat_b = rb(128 * 512 + 1)
+    compare(flat_b[1:].view(128, 512), rb(512, 256), "bf16 a at a 2-byte offset")
+    check(kh.variant(4096, 4096, 4096, True, torch.bfloat16).find("bf16") >= 0,
+          f"bf16 variant name {kh.variant(4096, 4096, 4096, True, torch.bfloat16)!r}")
+    say(f"bf16: {n_bf16 + 1} cases")
     # Strides: a sliced a and b (copied), a broadcast b, an unaligned a (the sm_80 path).
     base = rnd(256, 1024)
     compare(base[:, :512], rnd(512, 384), "a with row stride 1024 (copied)")
@@ -159,7 +181,6 @@ def gpu_tests(torch, kh):
         compare(rnd(m, k), rnd(k, n), f"empty {m}x{n}x{k}")
     # Refusals on the GPU.
     a, b = rnd(64, 32), rnd(32, 48)
-    expect_error(lambda: torch.ops.kforge.hgemm(a.bfloat16(), b.bfloat16()), NotImplementedError, "bfloat16", "bf16")
     expect_error(lambda: torch.ops.kforge.hgemm(a.float(), b.float()), TypeError, "is not supported", "fp32 CUDA")
     expect_error(lambda: torch.ops.kforge.hgemm(a, b.cpu()), RuntimeError, "CUDA tensors only", "mixed devices")
 
@@ -241,6 +262,22 @@ def gpu_tests(torch, kh):
               f"{name}: swapped model's error {e_ours:.3g} (original fp16 {e_orig:.3g}, between them {e_pair:.3g})")
         say(f"{name}: {len(names)} Linear layers swapped ({', '.join(names)}); error vs fp32: swapped {e_ours:.2e}, "
             f"original {e_orig:.2e}; between them {e_pair:.2e}")
+
+    # A bf16 MLP: swap_linears' default dtypes take bf16 layers too; against the fp32 model as above
+    # (between the two bf16 models: two bf16 roundings of each layer, ~2^-8 relative each).
+    mlp = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256))
+    ref32 = copy.deepcopy(mlp).to(dev).float().eval()
+    orig = mlp.to(dev).bfloat16().eval()
+    swapped = copy.deepcopy(orig)
+    names = kh.swap_linears(swapped)
+    check(len(names) == 2, f"bf16 mlp: {len(names)} of 2 Linear layers swapped")
+    with torch.no_grad():
+        x = torch.randn(64, 512, device=dev, generator=gen)
+        want, y_orig, y_ours = ref32(x), orig(x.bfloat16()), swapped(x.bfloat16())
+    e_orig, e_ours, e_pair = rel_err(y_orig, want), rel_err(y_ours, want), rel_err(y_ours, y_orig.float())
+    check(y_ours.dtype == torch.bfloat16 and e_ours <= 2 * e_orig + 1e-3 and e_pair < 5e-2,
+          f"bf16 mlp: swapped model's error {e_ours:.3g} (original bf16 {e_orig:.3g}, between them {e_pair:.3g})")
+    say(f"bf16 mlp: error vs fp32: swapped {e_ours:.2e}, original {e_orig:.2e}; between them {e_pair:.2e}")
 
 
 def main():

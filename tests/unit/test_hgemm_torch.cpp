@@ -1,7 +1,7 @@
 // kforge hgemm export --torch: the PyTorch op's package is written only when asked for, with the
 // library's name filled in; and (slow: the library and the op compile here) the op builds against
-// the export with torch.utils.cpp_extension and refuses CPU tensors, bad dtypes (bf16 with its own
-// message) and bad shapes clearly (tests/python/test_hgemm_torch.py cpu). The GPU half is
+// the export with torch.utils.cpp_extension and refuses CPU tensors (fp16 and bf16), bad dtypes
+// (fp32, mixed) and bad shapes clearly (tests/python/test_hgemm_torch.py cpu). The GPU half is
 // tests/gpu/test_hgemm_torch_gpu.cpp. KFORGE_HGEMM_TORCH_EXPORT=DIR reuses an export built before.
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -6,9 +6,9 @@ exactly the kernels and the tuned dispatch table of this export:
 
     import @NAME@_torch as kh          # PYTHONPATH=<export>/torch
     kh.load()                          # builds (or reuses) the library and the op; idempotent
-    c = torch.ops.kforge.hgemm(a, b)   # a (M, K) fp16 CUDA, b (K, N): row-major, or w.t() of an (N, K) weight
+    c = torch.ops.kforge.hgemm(a, b)   # a (M, K) fp16 or bf16 CUDA, b (K, N): row-major, or w.t() of an (N, K) weight
     y = kh.linear(x, weight, bias)     # F.linear on kforge's kernels (x may be N-D)
-    kh.swap_linears(model)             # every fp16 CUDA nn.Linear -> kh.HgemmLinear (same parameters)
+    kh.swap_linears(model)             # every fp16/bf16 CUDA nn.Linear -> kh.HgemmLinear (same parameters)
 
 Where the library comes from (load()):
   - prefix=... or $KFORGE_HGEMM_PREFIX: an installed @NAME@ package (cmake --install of this
@@ -130,7 +130,7 @@ def _register_python_parts():
 
 
 def hgemm(a, b):
-    """C = a @ b for 2-D fp16 CUDA tensors: torch.ops.kforge.hgemm after load()."""
+    """C = a @ b for 2-D fp16 or bf16 CUDA tensors (fp32 accumulation): torch.ops.kforge.hgemm after load()."""
     load()
     return torch.ops.kforge.hgemm(a, b)
 
@@ -173,7 +173,7 @@ class HgemmLinear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-def swap_linears(model, dtypes=(torch.float16,)):
+def swap_linears(model, dtypes=(torch.float16, torch.bfloat16)):
     """Replaces, in place, every nn.Linear of `model` whose weight is a CUDA tensor of one of
     `dtypes` by an HgemmLinear sharing its parameters. Returns the qualified names swapped (the
     others are left as they are: fp32 or CPU layers keep torch's kernels)."""
@@ -193,7 +193,10 @@ def version():
     return torch.ops.kforge.hgemm_version()
 
 
-def variant(m, n, k, b_col_major=False):
-    """The kernel variant the op runs for (M, N, K) on the current CUDA device ('' if none)."""
+def variant(m, n, k, b_col_major=False, dtype=torch.float16):
+    """The kernel variant the op runs for (M, N, K) of `dtype` (torch.float16 or torch.bfloat16) on
+    the current CUDA device ('' if none)."""
     load()
-    return torch.ops.kforge.hgemm_variant(m, n, k, b_col_major)
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"variant: dtype {dtype} is not torch.float16 or torch.bfloat16")
+    return torch.ops.kforge.hgemm_variant(m, n, k, b_col_major, dtype == torch.bfloat16)

@@ -3,7 +3,7 @@
 // and linked against the export's static library, so the kernels and the tuned table are exactly
 // those of this export.
 //
-//   a: (M, K) CUDA tensor, row-major (a copy is made of any other strides).
+//   a: (M, K) CUDA tensor, torch.float16 or torch.bfloat16, row-major (a copy is made of any other strides).
 //   b: (K, N) CUDA tensor, same dtype and device: row-major (stride (N, 1): the library's NN
 //      layout) or column-major, i.e. the transpose of an (N, K) row-major tensor such as a Linear
 //      weight (stride (1, K): layout TN); any other strides are copied to row-major first.
@@ -24,23 +24,24 @@
 
 namespace {
 
-// One element type of the library: its entry points. bf16 becomes one more case of
-// kernels_for() when the library has bf16 entry points; nothing else here changes.
+// One element type of the library: its entry points and the problem's dtype (bf16 problems run
+// the library's bf16 variants, fp32 accumulation).
 struct DtypeKernels {
   const char* name;
   int (*gemm)(const kforge_hgemm_args*, cudaStream_t);
   size_t (*workspace_size)(const kforge_hgemm_problem*);
+  kforge_hgemm_dtype dtype;
 };
 
 DtypeKernels kernels_for(c10::ScalarType t) {
   switch (t) {
     case c10::ScalarType::Half:
-      return {"fp16", &kforge_hgemm, &kforge_hgemm_workspace_size};
+      return {"fp16", &kforge_hgemm, &kforge_hgemm_workspace_size, KFORGE_HGEMM_F16};
     case c10::ScalarType::BFloat16:
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "kforge::hgemm: bfloat16 is not in this kforge_hgemm library yet (fp16 "
-                                  "only): pass torch.float16 tensors (x.half()) or use torch.matmul for bf16");
+      return {"bf16", &kforge_hgemm, &kforge_hgemm_workspace_size, KFORGE_HGEMM_BF16};
     default:
-      TORCH_CHECK_TYPE(false, "kforge::hgemm: dtype ", t, " is not supported: pass torch.float16 tensors");
+      TORCH_CHECK_TYPE(false, "kforge::hgemm: dtype ", t,
+                       " is not supported: pass torch.float16 or torch.bfloat16 tensors");
   }
   return {};  // not reached
 }
@@ -65,7 +66,7 @@ DtypeKernels check_args(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.layout() == c10::kStrided && b.layout() == c10::kStrided,
               "kforge::hgemm: a and b must be dense (strided) tensors");
   TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), "kforge::hgemm: a is ", a.scalar_type(), " and b ",
-                   b.scalar_type(), ": both must have the same dtype (torch.float16)");
+                   b.scalar_type(), ": both must have the same dtype (torch.float16 or torch.bfloat16)");
   const DtypeKernels k = kernels_for(a.scalar_type());
   TORCH_CHECK(a.is_cuda() && b.is_cuda(), "kforge::hgemm: a is on ", a.device(), " and b on ", b.device(),
               ": the op runs on CUDA tensors only (move both with .cuda(), or use torch.matmul on the CPU)");
@@ -94,7 +95,7 @@ at::Tensor hgemm_cuda(const at::Tensor& a_in, const at::Tensor& b_in) {
   }
 
   kforge_hgemm_args args{};
-  args.problem = kforge_hgemm_problem{m, n, kk, layout, KFORGE_HGEMM_ACC_F32};
+  args.problem = kforge_hgemm_problem{m, n, kk, layout, KFORGE_HGEMM_ACC_F32, k.dtype};
   args.a = a.data_ptr();
   args.b = b.data_ptr();
   args.c = c.data_ptr();
@@ -164,8 +165,10 @@ TORCH_LIBRARY(kforge, m) {
   m.def("hgemm(Tensor a, Tensor b) -> Tensor");
   // The library linked in, and the variant it runs for a problem on the current device.
   m.def("hgemm_version() -> str", [] { return std::string(kforge_hgemm_version()); });
-  m.def("hgemm_variant(int m, int n, int k, bool b_col_major) -> str", [](int64_t mm, int64_t nn, int64_t kk, bool tn) {
-    const kforge_hgemm_problem p{mm, nn, kk, tn ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32};
+  m.def("hgemm_variant(int m, int n, int k, bool b_col_major, bool bf16=False) -> str",
+        [](int64_t mm, int64_t nn, int64_t kk, bool tn, bool bf16) {
+    const kforge_hgemm_problem p{mm, nn, kk, tn ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32,
+                                 bf16 ? KFORGE_HGEMM_BF16 : KFORGE_HGEMM_F16};
     const char* v = kforge_hgemm_variant_name(&p);
     return std::string(v ? v : "");
   });
