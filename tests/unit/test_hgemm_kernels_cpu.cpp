@@ -22,8 +22,8 @@ namespace kforge {
 namespace {
 
 kforge_hgemm_problem prob(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l = KFORGE_HGEMM_TN,
-                          kforge_hgemm_acc a = KFORGE_HGEMM_ACC_F32) {
-  return {m, n, k, l, a};
+                          kforge_hgemm_acc a = KFORGE_HGEMM_ACC_F32, kforge_hgemm_dtype d = KFORGE_HGEMM_F16) {
+  return {m, n, k, l, a, d};
 }
 
 TEST(HgemmKernels, VariantTableIsWellFormed) {
@@ -42,20 +42,20 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
     (v.config.family == kernels::Family::kSm80 ? sm80 : v.config.family == kernels::Family::kSm90 ? sm90 : skinny)++;
     // Decode variants serve M up to their max_m (or N up to max_n), every other variant any M and N.
     const int64_t m_ok = v.config.max_m > 0 ? v.config.max_m : 256, n_ok = v.config.max_n > 0 ? v.config.max_n : 256;
-    // Each variant serves only its own layout and accumulation.
-    const kforge_hgemm_problem other_layout = prob(256, 256, 256, v.layout == KFORGE_HGEMM_NN ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, v.acc);
+    // Each variant serves only its own layout, accumulation and dtype.
+    const kforge_hgemm_problem other_layout = prob(256, 256, 256, v.layout == KFORGE_HGEMM_NN ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, v.acc, v.dtype);
     EXPECT_FALSE(v.supports(&other_layout)) << v.name;
     // Padded twins serve only K or N not a multiple of 8.
-    const kforge_hgemm_problem mine = prob(m_ok, n_ok, v.config.pad ? 250 : 256, v.layout, v.acc);
+    const kforge_hgemm_problem mine = prob(m_ok, n_ok, v.config.pad ? 250 : 256, v.layout, v.acc, v.dtype);
     EXPECT_TRUE(v.supports(&mine)) << v.name;
     if (v.config.max_m > 0 || v.config.max_n > 0) {
       EXPECT_FALSE(v.config.max_m > 0 && v.config.max_n > 0) << v.name;
-      const kforge_hgemm_problem bigger = v.config.max_m > 0 ? prob(v.config.max_m + 1, 256, 256, v.layout, v.acc)
-                                                             : prob(256, v.config.max_n + 1, 256, v.layout, v.acc);
+      const kforge_hgemm_problem bigger = v.config.max_m > 0 ? prob(v.config.max_m + 1, 256, 256, v.layout, v.acc, v.dtype)
+                                                             : prob(256, v.config.max_n + 1, 256, v.layout, v.acc, v.dtype);
       EXPECT_FALSE(v.config.pad) << v.name;
       EXPECT_FALSE(v.supports(&bigger)) << v.name;
     }
-    const kforge_hgemm_problem empty = prob(0, 256, 256, v.layout, v.acc);
+    const kforge_hgemm_problem empty = prob(0, 256, 256, v.layout, v.acc, v.dtype);
     EXPECT_FALSE(v.supports(&empty)) << v.name;
   }
   EXPECT_GT(sm80, 0);
@@ -71,9 +71,9 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
   for (size_t i = 0; i < count; ++i) {
     const int64_t m = all[i].config.max_m > 0 ? all[i].config.max_m : 64;
     const int64_t n = all[i].config.max_n > 0 ? all[i].config.max_n : 64;
-    const kforge_hgemm_problem odd_k = prob(m, n, 60, all[i].layout, all[i].acc);
-    const kforge_hgemm_problem odd_n = prob(m, n - 4, 64, all[i].layout, all[i].acc);
-    const kforge_hgemm_problem even = prob(64, 64, 64, all[i].layout, all[i].acc);
+    const kforge_hgemm_problem odd_k = prob(m, n, 60, all[i].layout, all[i].acc, all[i].dtype);
+    const kforge_hgemm_problem odd_n = prob(m, n - 4, 64, all[i].layout, all[i].acc, all[i].dtype);
+    const kforge_hgemm_problem even = prob(64, 64, 64, all[i].layout, all[i].acc, all[i].dtype);
     if (all[i].config.family == kernels::Family::kSm90 && !all[i].config.pad) {
       EXPECT_FALSE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_FALSE(all[i].supports(&odd_n)) << all[i].name;
@@ -404,7 +404,7 @@ TEST(HgemmKernels, SkinnyVariantsServeDecodeShapes) {
     for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {1, 4097, 4093}, {7, 12288, 4096},
                            {3, 10507, 161}, {17, 3434, 6}, {32, 16, 5176}, {16384, 8, 4096}, {4096, 1, 4096},
                            {4213, 15, 31}}) {
-      const kforge_hgemm_problem p = prob(m, n, k, v.layout, v.acc);
+      const kforge_hgemm_problem p = prob(m, n, k, v.layout, v.acc, v.dtype);
       if (swapped ? n > v.config.max_n : m > v.config.max_m) {
         EXPECT_FALSE(v.supports(&p)) << v.name;
         continue;
