@@ -86,15 +86,15 @@ TEST_F(GpuTest, Bf16EveryVariantPassesVerificationOnASweep) {
   EXPECT_GT(variants, 0);
 }
 
-// The dispatcher on bf16 problems (no table: the cost model; the shipped table has fp16 entries
-// only, which must never be taken for bf16): always a bf16 variant, for aligned and unaligned
-// pointers alike, and the result verified.
+// The dispatcher on bf16 problems over a table with one fp16 entry (a bf16 problem of that shape
+// may take the entry's bf16 twin, never its fp16 variant; elsewhere the cost model): always a
+// bf16 variant, for aligned and unaligned pointers alike, and the result verified.
 TEST_F(GpuTest, Bf16DispatcherPicksBf16VariantsOnOddShapes) {
   Stream s;
   const DeviceInfo dev = query_device(0);
   const int cc = dev.cc_major * 10 + dev.cc_minor;
   const kernels::DeviceModel model = kernels::nominal_device_model(dev.sm_count, cc);
-  // An fp16 entry for one of the shapes below: a bf16 problem of that shape must not take it.
+  // An fp16 entry for one of the shapes below (its sm_80 configuration has a bf16 twin).
   const kernels::DispatchEntry f16_entry[] = {{777, 333, 555, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "sm80_tn_f32_64x64x32_w2x2_s4"}};
   const kernels::Dispatcher disp(f16_entry, 1);
   for (kforge_hgemm_layout l : {KFORGE_HGEMM_NN, KFORGE_HGEMM_TN}) {
@@ -109,6 +109,10 @@ TEST_F(GpuTest, Bf16DispatcherPicksBf16VariantsOnOddShapes) {
       ASSERT_NE(c.unaligned, nullptr) << sh.str();
       EXPECT_EQ(c.unaligned->dtype, KFORGE_HGEMM_BF16) << c.unaligned->name << " for bf16 " << sh.str();
       EXPECT_NE(c.how, kernels::Choice::How::kTable) << sh.str() << ": took the fp16 entry";
+      if (sh == Shape{777, 333, 555} && l == KFORGE_HGEMM_TN) {
+        EXPECT_EQ(c.how, kernels::Choice::How::kTableTwin);
+        EXPECT_STREQ(c.variant->name, "sm80_tn_bf16_64x64x32_w2x2_s4");
+      }
       const VerifyResult r = verify_hgemm(impl_of(*c.variant), p, c.workspace, 7, s.get());
       EXPECT_TRUE(r.ok) << c.variant->name << " " << sh.str() << ": " << r.why;
       if (c.unaligned != c.variant) {
