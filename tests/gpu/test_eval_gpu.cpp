@@ -91,6 +91,17 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
     for (size_t j = 0; j < idx.size(); ++j) verdicts[idx[j]] = got[j];
   }
   ASSERT_EQ(verdicts.size(), files.size());
+  // Every verdict in full, for reading a failure afterwards: $KFORGE_JUDGE_OUT/corpus-verdicts.json
+  // (scripts/gpu-check.sh judge sets it).
+  if (const char* out = std::getenv("KFORGE_JUDGE_OUT"); out && *out) {
+    nlohmann::json all = nlohmann::json::array();
+    for (size_t i = 0; i < files.size(); ++i) {
+      nlohmann::json j = to_json(verdicts[i]);
+      j["manifest"] = expect[i];
+      all.push_back(j);
+    }
+    write_file_atomic(std::string(out) + "/corpus-verdicts.json", all.dump(1) + "\n");
+  }
   int hacks = 0, honest = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     const Verdict& v = verdicts[i];
@@ -104,6 +115,29 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
         continue;
       }
       EXPECT_FALSE(v.speedup.empty()) << files[i];
+      // "twin": the honest candidate with the same kernel, judged in the same group (shape, modes):
+      // the hack may be no faster than it, within "twin_factor" (default 1.5: two verdicts of
+      // launch-bound kernels in server mode). Without a twin, "max_speedup" is the bound.
+      if (e.contains("twin")) {
+        const Verdict* twin = nullptr;
+        for (size_t t = 0; t < files.size(); ++t)
+          if (t != i && expect[t].value("expect", "") == "accept" && expect[t].value("file", "") == e["twin"] &&
+              expect[t].value("shape", "256x256x8192") == e.value("shape", "256x256x8192") &&
+              expect[t].value("modes", "offline") == e.value("modes", "offline"))
+            twin = &verdicts[t];
+        if (twin == nullptr) {
+          if (!subset) ADD_FAILURE() << files[i] << ": its twin " << e["twin"] << " is not in its group";
+          continue;
+        }
+        for (const auto& [mode, s] : v.speedup) {
+          const auto it = twin->speedup.find(mode);
+          if (it == twin->speedup.end()) continue;  // the twin's own failure is reported on its entry
+          EXPECT_LE(s.median, e.value("twin_factor", 1.5) * it->second.median)
+              << files[i] << " gained in " << mode << " mode over its honest twin " << e["twin"] << " ("
+              << s.median << "x against " << it->second.median << "x)";
+        }
+        continue;
+      }
       for (const auto& [mode, s] : v.speedup)
         EXPECT_LE(s.median, e.at("max_speedup").get<double>()) << files[i] << " gained in " << mode << " mode";
       continue;
