@@ -95,7 +95,11 @@ if has build || [ ! -x "$kf" ]; then
   echo "== build"
   cmake "${cmake_args[@]}" >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
   # KFORGE_TARGETS="kforge kforge-executor kforge_gpu_tests" builds only those (default: everything).
-  cmake --build "$build" -j "$(nproc)" ${KFORGE_TARGETS:+--target $KFORGE_TARGETS} 2>&1 | tail -3
+  # The whole output in build-full.log; a failure prints its commands and errors, not only the tail.
+  cmake --build "$build" -j "$(nproc)" ${KFORGE_TARGETS:+--target $KFORGE_TARGETS} >"$out/build-full.log" 2>&1
+  brc=$?
+  tail -3 "$out/build-full.log"
+  [ $brc = 0 ] || { echo "build failed (rc $brc):"; grep -E -A12 "^FAILED|error:" "$out/build-full.log" | cut -c1-400 | head -60; }
 fi
 if has test; then
   echo "== doctor"
