@@ -88,6 +88,8 @@ def judge(kforge, name, entry, out, samples, timeout):
     shape = f"{entry['m']}x{entry['n']}x{entry['k']}"
     cmd = [kforge, "eval", "hgemm", "--shape", shape, "--layout", entry["layout"], "--acc", entry["acc"],
            "--include-dir", REPO, "--samples", str(samples), "--json", "--out", res, src]
+    if entry.get("dtype", "f16") == "bf16":  # a bf16 entry is judged in bf16 (inputs, checks, baseline)
+        cmd[3:3] = ["--dtype", "bf16"]
     t0 = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
