@@ -149,36 +149,97 @@ def serve():
 
 
 def build(argv):
+    """Imports the candidate once (its load_inline builds the extension into --build-dir) in a child
+    process; this process runs no candidate code. It is a child subreaper: whatever the import
+    leaves running (in this group or one of its own: setpgid stays allowed, ninja needs it; a double
+    fork stays below a subreaper) is killed when the child ends or --deadline-s passes, before the
+    build is reported, so nothing outlives the build out of the judge's sight to load the machine
+    while baselines are timed. The child cannot skip that (by exiting early, or by patching this
+    code): the cleanup is not in its process."""
     import argparse
     import time
     p = argparse.ArgumentParser(prog="kforge_worker build")
     p.add_argument("candidate")
     p.add_argument("--build-dir", required=True)
+    p.add_argument("--deadline-s", type=float, default=0.0,
+                   help="seconds after which the import and everything it started are killed (0: none)")
     a = p.parse_args(argv)
     os.makedirs(a.build_dir, exist_ok=True)
     os.environ["TORCH_EXTENSIONS_DIR"] = a.build_dir
-    # Candidate code runs here too (its import builds the extension): no tracing of other processes,
-    # no session or process group of its own for anything it starts, and whatever it leaves running
-    # is killed with the rest of this process group before the build is reported.
     from kforge_worker import sandbox
     sandbox.die_with_parent()
+    sandbox.child_subreaper()
     sandbox.non_dumpable()
-    sandbox.install_seccomp()
     t0 = time.time()
-    try:
-        import torch  # noqa: F401
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("kforge_candidate", a.candidate)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["kforge_candidate"] = mod
-        spec.loader.exec_module(mod)
-        ok, err = True, ""
-    except BaseException as e:  # noqa: B036 - whatever the candidate does, report it
-        ok, err = False, "%s: %s" % (type(e).__name__, str(e)[:2000])
+    r, w = os.pipe()
     sys.stdout.flush()
-    left = sandbox.kill_rest_of_group()
-    os.write(1, (json.dumps({"ok": ok, "seconds": time.time() - t0, "error": err, "killed_left_over": left}) +
-                 "\n").encode())
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        # Candidate code runs here: no capabilities, no tracing of other processes, no session of
+        # its own for anything it starts.
+        sandbox.die_with_parent()
+        sandbox.non_dumpable()
+        sandbox.drop_capabilities()
+        sandbox.install_seccomp()
+        try:
+            import torch  # noqa: F401
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("kforge_candidate", a.candidate)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules["kforge_candidate"] = mod
+            spec.loader.exec_module(mod)
+            res = {"ok": True, "error": ""}
+        except BaseException as e:  # noqa: B036 - whatever the candidate does, report it
+            res = {"ok": False, "error": "%s: %s" % (type(e).__name__, str(e)[:2000])}
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os.write(w, json.dumps(res).encode()[:8000])
+        os._exit(0)
+    os.close(w)
+    timed_out = False
+    deadline = t0 + a.deadline_s if a.deadline_s > 0 else None
+    while True:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            break
+        if deadline is not None and time.time() > deadline:
+            timed_out = True
+            break
+        time.sleep(0.02)
+    left = sandbox.kill_descendants()
+    raw = b""
+    if not timed_out:
+        try:
+            while True:
+                chunk = os.read(r, 8192)
+                if not chunk:
+                    break
+                raw += chunk
+        except OSError:
+            pass
+    os.close(r)
+    try:
+        res = json.loads(raw.decode("utf-8", "replace")) if raw else None
+        ok, err = res.get("ok") is True, str(res.get("error", ""))
+    except (ValueError, AttributeError):
+        res = None
+    if res is None:
+        ok, err = False, ("the import ran past --deadline-s" if timed_out else
+                          "the import ended without a result (the candidate exited)")
+    # What the import left running, besides the child itself: processes of this group (a compile
+    # worker pool, say) are killed and that is all; one that moved to a group of its own (ninja's
+    # compilers do, but they end with the build) had escaped, and kforge rejects the candidate
+    # (child_process).
+    me = os.getpgid(0)
+    escaped = sorted(p for p, st in left.items() if p != pid and st[1] != me)
+    os.write(1, (json.dumps({"ok": ok, "seconds": time.time() - t0, "error": err, "timed_out": timed_out,
+                             "killed_left_over": len([p for p in left if p != pid]),
+                             "escaped": len(escaped)}) + "\n").encode())
     os._exit(0 if ok else 1)
 
 

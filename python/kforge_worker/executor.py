@@ -513,6 +513,8 @@ def main(argv):
     # Non-dumpable: another process of the user (the candidate's, for the baseline executor) can
     # neither write this one's memory through /proc/PID/mem nor open its descriptors.
     sandbox.non_dumpable()
+    # No capabilities (kforge run as root): CAP_SYS_PTRACE would open the judge's /proc entries.
+    sandbox.drop_capabilities()
     denied = sandbox.install_seccomp()
     quiet_progress_bars()
     Executor(rfd, wfd, denied).serve()

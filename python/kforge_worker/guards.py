@@ -80,6 +80,18 @@ def precision_state(torch):
     put("cuda.matmul.bf16_reduced", lambda: bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction))
     put("autocast.cuda", lambda: bool(torch.is_autocast_enabled("cuda")))
     put("autocast.cpu", lambda: bool(torch.is_autocast_enabled("cpu")))
+    # The switches as torch's C++ side holds them, whichever Python route set them (the legacy
+    # flags, torch.backends.*.fp32_precision, torch._C's setters): oneDNN's bf16/TF32 on the CPU,
+    # fp16 accumulation in cuBLAS, reduced-precision reductions on the CPU and in math SDPA.
+    C = torch._C
+    for backend, ops in (("generic", ("all",)), ("mkldnn", ("all", "matmul", "conv", "rnn")),
+                         ("cuda", ("all", "matmul", "conv", "rnn"))):
+        for op in ops:
+            put("fp32_precision.%s.%s" % (backend, op), lambda b=backend, o=op: str(C._get_fp32_precision_getter(b, o)))
+    put("onednn.allow_tf32", lambda: bool(C._get_onednn_allow_tf32()))
+    put("cpu.fp16_reduced", lambda: bool(C._get_cpu_allow_fp16_reduced_precision_reduction()))
+    put("cuda.matmul.fp16_accumulation", lambda: bool(C._get_cublas_allow_fp16_accumulation()))
+    put("math_sdp.fp16_bf16_reduction", lambda: bool(C._get_math_sdp_allow_fp16_bf16_reduction()))
     return s
 
 
@@ -96,6 +108,8 @@ def global_state(torch):
     put("cudnn.enabled", lambda: bool(torch.backends.cudnn.enabled))
     put("deterministic", torch.are_deterministic_algorithms_enabled)
     put("num_threads", torch.get_num_threads)
+    put("num_interop_threads", torch.get_num_interop_threads)
+    put("mkldnn.enabled", lambda: bool(torch._C._get_mkldnn_enabled()))
     return s
 
 

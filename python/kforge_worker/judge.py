@@ -604,6 +604,19 @@ class Judge:
             if b not in self.baselines:
                 self.v.flag("baseline_unavailable:" + b)
         self.base.stop()
+        self.base_sched = sandbox.scheduling(self.base.proc.pid)
+
+    def check_scheduling(self, when):
+        """The baseline executor gets the CPU it had: its threads' affinity, nice value and policy
+        and its cgroup are what they were after its own last request (before the candidate was
+        loaded, the first time). Only candidate code, which runs as the same user, can have
+        changed them (pinned the baseline to one core, reniced it): tampered."""
+        now = sandbox.scheduling(self.base.proc.pid)
+        changes = sandbox.scheduling_changes(self.base_sched, now)
+        if changes:
+            self.details["baseline_scheduling"] = changes[:8]
+            self.reject("tampered", "%s: the baseline executor's scheduling was changed while the candidate ran (%s): "
+                        "it would be timed with less of the machine" % (when, "; ".join(changes[:3])))
 
     def start_candidate(self):
         a = self.make_arena(self.cand)
@@ -618,7 +631,8 @@ class Judge:
                        timeout_code="compile_timeout")
         self.details["load_s"] = round(_perf() - t0, 3)
         self.send_phase("loaded")
-        self.details["executor"] = {"seccomp_denied": rep.get("seccomp", []), "pid_group": "own"}
+        self.details["executor"] = {"seccomp_denied": rep.get("seccomp", []), "pid_group": "own",
+                                    "capabilities": sandbox.capabilities_of(self.cand.proc.pid)}
         if not rep.get("ok"):
             self.executor_failure(self.cand, rep, "importing the candidate")
         self.details["weights_copied"] = bool(rep.get("weights_loaded"))
@@ -710,6 +724,8 @@ class Judge:
         other = self.base if name == "candidate" else self.cand
         other.stop()
         self.ensure_idle("before %s" % name)
+        if ex is self.base:
+            self.check_scheduling("before a batch of %s" % name)
         req = {"op": "run", "target": name, "calls": list(range(self.slots))}
         if profile:
             req["profile"] = True
@@ -720,6 +736,8 @@ class Judge:
         copies = [[o.clone() if o is not None else None for o in self.out_views(arena, s)] for s in range(self.slots)]
         self.sync()
         t1 = _perf()
+        if ex is self.base:
+            self.base_sched = sandbox.scheduling(self.base.proc.pid)  # threads it started, as it left them
         if not rep.get("ok"):
             if name not in ("candidate", "eager"):
                 self.details["baselines"][name] = "unavailable: %s" % clean_text(str(rep.get("why")))[:300]
@@ -855,9 +873,13 @@ class Judge:
                                      "fresh seed per epoch (state dicts differ: ModelNew built from the same seed)")
         for ex in (self.base, self.cand):
             ex.cont()
+            if ex is self.base:
+                self.check_scheduling("before new parameters")
             rep = self.ask(ex, {"op": "reinit", "init": self.init_bytes, "seed": self.seed, "state": self.state_bytes},
                            "new parameters")
             ex.stop()
+            if ex is self.base:
+                self.base_sched = sandbox.scheduling(self.base.proc.pid)
             if not rep.get("ok"):
                 self.executor_failure(ex, rep, "building the models with new parameters")
             if ex is self.cand:
@@ -888,11 +910,19 @@ class Judge:
             self.check_processes("after a batch of %s" % name)
         when = "timed round %d" % (rnd + 1 - self.trials) if timed else "verification round %d" % (rnd + 1)
         code = "timed_output_wrong" if timed else "wrong_result"
-        # the reference mutates its inputs: the candidate may too (the same check is meaningless)
+        # the reference mutates its inputs: the candidate may too (the same check is meaningless).
+        # Whether it does is decided here, by the judge's own reference on a copy: changed inputs in
+        # the baseline's arena alone prove nothing (whoever reached the arena could have written
+        # them, to have the candidate's inputs go unchecked and the eager output's error, which
+        # widens the tolerance, made large).
         if not self.ref_mutates:
             for s in range(self.slots):
                 for x, v in zip(sets[s], self.in_views(self.base_arena, s)):
                     if v is not None and not self.same_bits(x, v):
+                        if not self.reference_mutates(sets[s]):
+                            self.reject("tampered", "%s, call %d: the baseline's inputs changed during the round, but "
+                                        "the reference leaves its inputs alone (the judge's own run on a copy): "
+                                        "something outside the baseline wrote into its buffers" % (when, s + 1))
                         self.ref_mutates = True
                         self.v.flag("reference_mutates_inputs")
         if not self.ref_mutates:
@@ -911,6 +941,15 @@ class Judge:
             self.check_kernels(reps["candidate"].get("kernels"))
         del outs, sets
         return times
+
+    def reference_mutates(self, inputs):
+        """Whether the judge's own fp32 reference changes (a copy of) these inputs."""
+        torch = self.torch
+        copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        with torch.no_grad():
+            self.ref(*copies)
+        self.sync()
+        return any(isinstance(x, torch.Tensor) and not self.same_bits(x, c) for x, c in zip(inputs, copies))
 
     def check_kernels(self, kernels):
         """--require-cuda-kernel: kernels defined in the candidate's own source must have run in the

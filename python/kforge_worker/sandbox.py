@@ -12,6 +12,12 @@ whether it took effect).
   (posix_spawn with POSIX_SPAWN_SETPGROUP; refused, every CUDA candidate failed to build on the
   H200 with "ninja: fatal: posix_spawn"). A process that leaves the group and outlives its step
   is found by the judge's process listing (it is a child subreaper) and rejects.
+- Every process that runs candidate code (the executor, the extension build) drops all its
+  capabilities first (`drop_capabilities`): kforge run as root keeps CAP_SYS_PTRACE, which opens
+  a non-dumpable process's /proc/PID/fd and /proc/PID/mem anyway (the judge's arenas, its memory,
+  its reply pipe to kforge). Without capabilities a root process is an ordinary user towards
+  non-dumpable processes, and no_new_privs (set with the seccomp filter) keeps execve from giving
+  them back.
 """
 
 import ctypes
@@ -27,6 +33,13 @@ PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+# SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | ..._LOCKED | SECBIT_KEEP_CAPS_LOCKED
+# | SECBIT_NO_CAP_AMBIENT_RAISE | ..._LOCKED: uid 0 means no capabilities, for good
+_SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 SECCOMP_MODE_FILTER = 2
 
 _libc = None
@@ -53,6 +66,63 @@ def harden_judge():
 
 def non_dumpable():
     return _prctl(PR_SET_DUMPABLE, 0)
+
+
+def capabilities_of(pid):
+    """A process's effective capability set as /proc/PID/status writes it (hex), None when unknown
+    (the judge reads its executor's: status is readable whatever the target's dumpable flag)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return line.split()[1]
+    except OSError:
+        pass
+    return None
+
+
+def capabilities():
+    """This process's effective capability set (an int), None when unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def drop_capabilities():
+    """Drops every capability of this process (and of everything it starts): secure bits that
+    make uid 0 ordinary, the bounding set emptied, the ambient set cleared, then the effective,
+    permitted and inheritable sets zeroed by capset. Returns True when no capability is left."""
+    if capabilities() == 0:
+        return True
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+    except Exception:
+        return False
+    _prctl(PR_SET_SECUREBITS, _SECUREBITS)
+    for cap in range(64):
+        _prctl(PR_CAPBSET_DROP, cap)
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    hdr = Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (Data * 2)()
+    try:
+        _libc.capset(ctypes.byref(hdr), data)
+    except Exception:
+        pass
+    return capabilities() == 0
 
 
 def die_with_parent():
@@ -153,20 +223,78 @@ def signal_all(pids, sig):
             pass
 
 
-def kill_rest_of_group():
-    """SIGKILL to every other process of this process's group (what a build left running)."""
-    me, pgid = os.getpid(), os.getpgid(0)
-    if pgid != me:
-        return 0  # not a group of our own (started by hand from a script): leave the group alone
-    n = 0
-    for pid, (_, g, state) in all_processes().items():
-        if g == pgid and pid != me and state != "Z":
+def child_subreaper():
+    """Orphans below this process are re-parented to it (not to init), where descendants() sees them."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def kill_descendants(rounds=50):
+    """SIGKILL to every living process below this one, whatever its group or session (this process
+    must be a child subreaper, or a double fork escapes the listing), until none is left: a killed
+    process forks no more, so each round can only find children started before the last one.
+    Returns pid -> (ppid, pgid, state) of those killed."""
+    me, killed = os.getpid(), {}
+    for _ in range(rounds):
+        left = descendants(me)
+        if not left:
+            break
+        signal_all(left, signal.SIGKILL)
+        killed.update(left)
+        # reap what is ours, so that zombies do not pile up (the rest are reaped by their parents)
+        while True:
             try:
-                os.kill(pid, signal.SIGKILL)
-                n += 1
-            except OSError:
-                pass
-    return n
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        time.sleep(0.005)
+    return killed
+
+
+def scheduling(pid):
+    """What decides how much CPU a process gets, per thread: tid -> (affinity, nice, policy), and
+    the process's cgroup and autogroup (its session's nice value). Any process of the same user may
+    change another's affinity, raise its nice value or its autogroup's, make it SCHED_IDLE or (where
+    cgroupfs is writable) move it: the judge compares its baseline executor's with what it was
+    after the baseline's own last request."""
+    threads = {}
+    try:
+        tids = [int(t) for t in os.listdir("/proc/%d/task" % pid)]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        try:
+            threads[tid] = (tuple(sorted(os.sched_getaffinity(tid))), os.getpriority(os.PRIO_PROCESS, tid),
+                            os.sched_getscheduler(tid))
+        except OSError:
+            pass  # a thread that ended meanwhile
+    out = {"threads": threads}
+    for key in ("cgroup", "autogroup"):  # autogroup: the session's share of the CPU ("/autogroup-N nice K")
+        try:
+            with open("/proc/%d/%s" % (pid, key), "rb") as f:
+                out[key] = f.read()
+        except OSError:
+            out[key] = None
+    return out
+
+
+def scheduling_changes(before, now):
+    """Threads present in both whose affinity, nice value or policy differ, and a changed cgroup."""
+    out = []
+    for tid, st in now["threads"].items():
+        old = before["threads"].get(tid)
+        if old is not None and old != st:
+            out.append("thread %d: affinity %s nice %d policy %d, was affinity %s nice %d policy %d" %
+                       ((tid,) + (_cpus(st[0]), st[1], st[2]) + (_cpus(old[0]), old[1], old[2])))
+    for key in ("cgroup", "autogroup"):
+        if before.get(key) is not None and now.get(key) is not None and before[key] != now[key]:
+            out.append("%s %r, was %r" % (key, now[key][:80], before[key][:80]))
+    return out
+
+
+def _cpus(cpus):
+    return ",".join(str(c) for c in cpus[:16]) + (",..." if len(cpus) > 16 else "")
 
 
 def signal_group(pgid, sig):

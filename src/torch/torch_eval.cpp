@@ -199,6 +199,7 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
   // Build the extensions in parallel: each build is one `kforge_worker build` process (it imports
   // the candidate, which runs load_inline) with the compile time-out.
   std::vector<std::string> build_failure(jobs.size());
+  std::vector<std::string> build_escape(jobs.size());  // processes the import left in a group of their own
   std::vector<double> build_seconds(jobs.size(), -1);
   if (opts_.prebuild) {
     std::vector<size_t> todo;
@@ -211,12 +212,27 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
       ProcessOptions po;
       po.timeout_s = opts_.compile_timeout_s;
       po.env = {"MAX_JOBS=2", "PYTHONDONTWRITEBYTECODE=1"};
+      // The build kills whatever the import left running itself (its --deadline-s comes a little
+      // before our time-out, whose group kill would miss processes that left the group).
       const ProcessResult r = run_process(
           {opts_.python, opts_.worker_dir + "/kforge_worker", "build", jobs[i].candidate, "--build-dir",
-           prepared[i].build_dir},
+           prepared[i].build_dir, "--deadline-s", strf("%.1f", std::max(1.0, opts_.compile_timeout_s - 2.0))},
           po);
       build_seconds[i] = r.seconds;
       if (r.timed_out) build_failure[i] = strf("timed out after %.0f s", opts_.compile_timeout_s);
+      // Its report is the last line of its stdout.
+      const size_t end = r.out.find_last_not_of("\n");
+      if (end != std::string::npos) {
+        const size_t begin = r.out.rfind('\n', end);
+        const std::string last = r.out.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin + 1));
+        const nlohmann::json rep = nlohmann::json::parse(last, nullptr, false);
+        if (rep.is_object() && rep.value("timed_out", false))
+          build_failure[i] = strf("timed out after %.0f s", opts_.compile_timeout_s);
+        if (rep.is_object() && rep.value("escaped", 0) > 0)
+          build_escape[i] = strf("importing the candidate to build its extension left %d process(es) running in a "
+                                 "process group of their own (killed): work outside the judged processes",
+                                 rep.value("escaped", 0));
+      }
     });
   }
 
@@ -226,6 +242,9 @@ std::vector<Verdict> TorchEvaluator::evaluate_batch(const std::vector<TorchJob>&
     Verdict v;
     if (prepared[i].rejected) {
       v = prepared[i].early;
+    } else if (!build_escape[i].empty()) {
+      v.candidate = jobs[i].candidate;
+      v.reject(reason::kChildProcess, build_escape[i]);
     } else if (!build_failure[i].empty()) {
       v.candidate = jobs[i].candidate;
       v.reject(reason::kCompileTimeout, "building the candidate's extension " + build_failure[i]);
