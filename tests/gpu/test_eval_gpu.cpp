@@ -68,22 +68,24 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
   // Entries judged at the problem their manifest names ("shape", "modes"); the rest at 256x256x8192.
   std::vector<Verdict> verdicts(files.size());
   // "needs": "repo" compiles with the repository's root on the include path (kforge's own kernels).
-  std::map<std::tuple<std::string, std::string, std::string>, std::vector<size_t>> groups;
+  // "dtype": "bf16" judges the entry's group in bf16 (default f16).
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<size_t>> groups;
   for (size_t i = 0; i < files.size(); ++i)
-    groups[{expect[i].value("shape", "256x256x8192"), expect[i].value("modes", "offline"), expect[i].value("needs", "")}]
+    groups[{expect[i].value("shape", "256x256x8192"), expect[i].value("modes", "offline"), expect[i].value("needs", ""),
+            expect[i].value("dtype", "f16")}]
         .push_back(i);
   for (const auto& [group, idx] : groups) {
-    const auto& [shape, modes, needs] = group;
+    const auto& [shape, modes, needs, dtype] = group;
     const std::pair<std::string, std::string> key{shape, modes};
     EvalOptions o = corpus_options(dir + "/cache");
     o.modes = split(key.second, ',');
     if (needs == "repo") o.compile.include_dirs.push_back(KFORGE_SOURCE_DIR);
     Evaluator ev(o);
-    const HgemmProblem p{parse_shape(key.first), Layout::kNN, Acc::kF32};
+    const HgemmProblem p{parse_shape(key.first), Layout::kNN, Acc::kF32, parse_dtype(dtype)};
     std::vector<std::string> group_files;
     for (size_t i : idx) group_files.push_back(files[i]);
     const auto got = ev.evaluate_batch(group_files, p, [&](size_t i, size_t n, const Verdict& v) {
-      std::printf("[%2zu/%zu %s] %-32s %-7s %-22s %s\n", i + 1, n, key.first.c_str(),
+      std::printf("[%2zu/%zu %s%s] %-32s %-7s %-22s %s\n", i + 1, n, key.first.c_str(), dtype == "f16" ? "" : " bf16",
                   std::filesystem::path(v.candidate).filename().c_str(), v.correct ? "ACCEPT" : "REJECT",
                   join(v.reasons, ",").c_str(), v.message.substr(0, 110).c_str());
       std::fflush(stdout);
@@ -123,7 +125,8 @@ TEST_F(GpuTest, RedTeamCorpusEveryHackRejectedEveryHonestAccepted) {
         for (size_t t = 0; t < files.size(); ++t)
           if (t != i && expect[t].value("expect", "") == "accept" && expect[t].value("file", "") == e["twin"].get<std::string>() &&
               expect[t].value("shape", "256x256x8192") == e.value("shape", "256x256x8192") &&
-              expect[t].value("modes", "offline") == e.value("modes", "offline"))
+              expect[t].value("modes", "offline") == e.value("modes", "offline") &&
+              expect[t].value("dtype", "f16") == e.value("dtype", "f16"))
             twin = &verdicts[t];
         if (twin == nullptr) {
           if (!subset) ADD_FAILURE() << files[i] << ": its twin " << e["twin"] << " is not in its group";
