@@ -33,8 +33,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     __package__ = "kforge_worker"
 
+from kforge_worker import sandbox as _sandbox  # noqa: E402
 from kforge_worker import scan as scan_mod  # noqa: E402
 from kforge_worker.verdict import Verdict  # noqa: E402
+
+# Before anything imports torch, here and in every process started from here (the executors
+# inherit the environment): the judge's arenas must be legacy CUDA IPC handles (sandbox.py says why).
+_sandbox.legacy_cuda_ipc_env()
 
 EXCERPT = 2048
 

@@ -125,6 +125,30 @@ def drop_capabilities():
     return capabilities() == 0
 
 
+def legacy_cuda_ipc_env(env=None):
+    """Take expandable_segments out of PYTORCH_CUDA_ALLOC_CONF (in `env`, default os.environ),
+    before torch is imported. The judge shares its GPU arenas with the executors by CUDA IPC; with
+    expandable segments torch exports them as file descriptors that the importer must take with
+    pidfd_getfd, a ptrace-mode check on the judge, which is non-dumpable and whose executors hold
+    no capabilities: every import would fail (`pidfd_getfd: Operation not permitted`), and every
+    GPU verdict with it. Legacy IPC handles need no such access. RL setups often set the option
+    for the trainer; the judge's own allocator does not need it. Returns the entries removed."""
+    env = os.environ if env is None else env
+    conf = env.get("PYTORCH_CUDA_ALLOC_CONF")
+    if not conf:
+        return []
+    keep, removed = [], []
+    for part in conf.split(","):
+        key = part.split(":", 1)[0].strip()
+        (removed if key == "expandable_segments" else keep).append(part)
+    if removed:
+        if any(p.strip() for p in keep):
+            env["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(keep)
+        else:
+            del env["PYTORCH_CUDA_ALLOC_CONF"]
+    return removed
+
+
 def die_with_parent():
     return _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
 

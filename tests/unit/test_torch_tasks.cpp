@@ -206,6 +206,14 @@ TEST(TorchMetrics, NothingSolved) {
 
 bool have_python() { return !find_python().empty(); }
 
+// The worker takes expandable_segments out of PYTORCH_CUDA_ALLOC_CONF before torch loads (the
+// judge's GPU arenas must be legacy CUDA IPC handles): tests/python/test_ipc_env.py, python3 only.
+TEST(TorchWorker, KeepsTheJudgesCudaIpcLegacy) {
+  if (!have_python()) GTEST_SKIP() << "SKIPPED: no python3";
+  const ProcessResult r = run_process({find_python(), kSource + "/tests/python/test_ipc_env.py"});
+  EXPECT_TRUE(r.ok()) << r.describe() << "\n" << r.out << r.err;
+}
+
 TorchEvalOptions fake_options() {
   TorchEvalOptions o;
   o.worker_dir = kSource + "/tests/support/fake_torch_worker";
