@@ -39,27 +39,33 @@ bool fp16_variant(const kernels::KernelVariant& v) {
 const Shape kUnaligned[] = {{200, 131, 70}, {97, 1001, 33}, {130, 66, 200}, {403, 7053, 4}, {89, 55, 1},
                             {65, 518, 129}, {257, 3521, 3}};
 
-TEST_F(GpuTest, Sm80VariantsStoreUnalignedRowsCorrectly) {
+// Every fp16 variant that `pick` selects, verified on each shape of kUnaligned (seed `seed`).
+void verify_unaligned_rows(bool (*pick)(const kernels::KernelVariant&), uint64_t seed, const char* what) {
   Stream s;
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
   int verified = 0, failed = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
-    if (v.config.family != kernels::Family::kSm80 || !fp16_variant(v)) continue;
+    if (!pick(v) || !fp16_variant(v)) continue;
     for (const Shape& sh : kUnaligned) {
       const HgemmProblem p = fp16_problem(v, sh);
       const kforge_hgemm_problem abi = p.abi();
       ASSERT_TRUE(v.supports(&abi)) << v.name << " " << sh.str();
       const VerifyResult r = verify_hgemm([&v](const kforge_hgemm_args& a, cudaStream_t st) { return v.run(&a, st); }, p,
-                                          v.workspace_size(&abi), 41, s.get());
+                                          v.workspace_size(&abi), seed, s.get());
       ++verified;
       if (!r.ok) ++failed;
       EXPECT_TRUE(r.ok) << v.name << " " << sh.str() << ": " << r.why;
     }
   }
-  std::printf("%d sm80 unaligned-row verifications, %d failed\n", verified, failed);
+  std::printf("%d %s unaligned-row verifications, %d failed\n", verified, what, failed);
   EXPECT_GT(verified, 0);
+}
+
+TEST_F(GpuTest, Sm80VariantsStoreUnalignedRowsCorrectly) {
+  verify_unaligned_rows([](const kernels::KernelVariant& v) { return v.config.family == kernels::Family::kSm80; }, 41,
+                        "sm80");
 }
 
 // C whose base is only 2-byte aligned (a view at an odd element offset, as PyTorch may pass): the
@@ -101,26 +107,7 @@ TEST_F(GpuTest, Sm80VariantsStoreIntoAnOddOffsetC) {
 TEST_F(GpuTest, PaddedVariantsStoreUnalignedRowsCorrectly) {
   const DeviceInfo dev = query_device(0);
   if (dev.cc_major * 10 + dev.cc_minor != 90) GTEST_SKIP() << "the padded variants are the Hopper family's";
-  Stream s;
-  size_t count = 0;
-  const kernels::KernelVariant* all = kernels::variants(&count);
-  int verified = 0, failed = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const kernels::KernelVariant& v = all[i];
-    if (!v.config.pad || !fp16_variant(v)) continue;
-    for (const Shape& sh : kUnaligned) {
-      const HgemmProblem p = fp16_problem(v, sh);
-      const kforge_hgemm_problem abi = p.abi();
-      ASSERT_TRUE(v.supports(&abi)) << v.name << " " << sh.str();
-      const VerifyResult r = verify_hgemm([&v](const kforge_hgemm_args& a, cudaStream_t st) { return v.run(&a, st); }, p,
-                                          v.workspace_size(&abi), 43, s.get());
-      ++verified;
-      if (!r.ok) ++failed;
-      EXPECT_TRUE(r.ok) << v.name << " " << sh.str() << ": " << r.why;
-    }
-  }
-  std::printf("%d padded unaligned-row verifications, %d failed\n", verified, failed);
-  EXPECT_GT(verified, 0);
+  verify_unaligned_rows([](const kernels::KernelVariant& v) { return v.config.pad; }, 43, "padded");
 }
 
 }  // namespace
