@@ -62,7 +62,10 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
                                                          KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST),              \
                                                          L, A),
 
-// The bf16 table (variants_bf16.cu), appended to the fp16 one by variants().
+// The shares of the table in translation units of their own, appended by variants() (variants.cu) in
+// this order after its own rows: fp16 (variants_mid.cu, variants_small.cu), then bf16 (variants_bf16.cu).
+const KernelVariant* fp16_mid_variants(size_t* count);
+const KernelVariant* fp16_small_variants(size_t* count);
 const KernelVariant* bf16_variants(size_t* count);
 
 }  // namespace kforge::kernels

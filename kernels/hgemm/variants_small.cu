@@ -1,0 +1,61 @@
+// fp16 variants: split-K clusters sized to fill the GPU, fp16 accumulation, the sm_80 family and the decode
+// family (the third share of the fp16 table, after variants.cu's and variants_mid.cu's).
+// A translation unit of its own so that it compiles in parallel with the rest of the table; the rows
+// keep the order they had in the one list (variants.cu appends them in that order). Macros: variant_rows.cuh.
+#include "kernels/hgemm/variant_rows.cuh"
+
+namespace kforge::kernels {
+namespace {
+
+#define KF_SM90_F32(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SM90_F16(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SM80_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SM80, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SKINNY_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SKINNY_T_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+
+const KernelVariant kVariantsSmall[] = {
+    // Cluster sizes that fill the GPU with whole clusters. A cluster must sit in one GPC, so on the
+    // H200 (one CTA per SM) 132 CTAs of 2-CTA clusters are resident at once, 117 of 3, 120 of 4
+    // and 102 of 6: a 32-tile shape split 4 ways (128 CTAs) runs as two waves.
+    KF_SM90_F32(128, 128, 4, 2, 3, 0, false)  // 32 tiles -> 96 CTAs
+    KF_SM90_F32(128, 128, 4, 2, 6, 0, false)  // 16 tiles -> 96 CTAs
+    KF_SM90_F32(128, 64, 8, 2, 2, 0, false)   // 64 tiles -> 128 CTAs
+    KF_SM90_F32(128, 64, 8, 2, 3, 0, false)   // 32 tiles -> 96 CTAs
+    KF_SM90_F32(128, 64, 8, 2, 6, 0, false)   // 16 tiles -> 96 CTAs
+
+    KF_SM90_F16(128, 256, 4, 2, 1, 8, true)
+    KF_SM90_F16(128, 128, 4, 2, 1, 8, false)
+    KF_SM90_F16(64, 64, 6, 1, 1, 0, false)
+    KF_SM90_F16(64, 64, 4, 1, 4, 0, false)
+
+    // sm_80 family: Ampere, and the fallback for shapes the TMA kernels cannot take on Hopper.
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 128, 128, 32, 2, 2, 4)
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 64, 64, 32, 2, 2, 4)
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 64, 64, 1, 2, 4)
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 64, 64, 32, 2, 2, 4)
+
+    // Decode family (M <= 8, 16, 32): B streamed once, split-K filling the device in one wave.
+    // 64-column tiles with 128-deep K tiles (16 KiB of B per stage), 128-column ones with 64-deep.
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 8, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 8, 128, 64, 4, 6)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 16, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 16, 128, 64, 4, 6)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 8, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 16, 64, 128, 4, 4)
+    KF_SKINNY_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 32, 64, 128, 4, 4)
+    // Small N (N <= 8, 16, 32): M x K of A streamed once.
+    KF_SKINNY_T_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 8, 64, 128, 4, 4)
+    KF_SKINNY_T_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 16, 64, 128, 4, 4)
+    KF_SKINNY_T_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 64, 128, 4, 4)
+    KF_SKINNY_T_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 32, 64, 128, 4, 4)
+};
+
+}  // namespace
+
+const KernelVariant* fp16_small_variants(size_t* count) {
+  if (count) *count = sizeof(kVariantsSmall) / sizeof(kVariantsSmall[0]);
+  return kVariantsSmall;
+}
+
+}  // namespace kforge::kernels
