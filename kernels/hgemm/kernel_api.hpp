@@ -36,6 +36,7 @@ struct KernelConfig {
   bool splitk_auto = false;    // skinny: the split count is chosen per problem (auto_splits), splitk is its maximum
   int max_m = 0;               // skinny: the largest M served (0: any M)
   int max_n = 0;               // skinny, swapped roles (A streamed): the largest N served (0: any N)
+  int warps_n = 1;             // skinny: warp groups along N (the others split K)
 };
 
 // Whether two configurations are the same kernel but for `pad` (a plain variant and its padded twin).
@@ -43,7 +44,7 @@ inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
   return a.family == b.family && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.stages == b.stages &&
          a.consumers == b.consumers && a.splitk == b.splitk && a.group_m == b.group_m && a.persistent == b.persistent &&
          a.pingpong == b.pingpong && a.multicast == b.multicast && a.splitk_auto == b.splitk_auto && a.max_m == b.max_m &&
-         a.max_n == b.max_n;
+         a.max_n == b.max_n && a.warps_n == b.warps_n;
 }
 
 // The split-K count of a variant whose splits are chosen at run time (splitk_auto): as many K

@@ -24,9 +24,13 @@
 //     commit group per K tile, a single __syncthreads per K tile (the sm_80 family's pipeline).
 //     Unaligned rows or pointers (K % 8, N % 8 for nn, bases not 16-byte aligned) take the kGeneric
 //     instantiation: element-wise guarded loads, same pipeline otherwise.
-//   * The WARPS warps of a CTA split each K tile's k16 steps among them (warp w takes steps w,
-//     w + WARPS, ...), so that every warp needs only BN/16 x MT/8 accumulator fragments. At the end
-//     the warps' partial tiles meet in shared memory and are summed in warp order (fp32).
+//   * The WARPS warps of a CTA form WN groups along N (each takes BN / WN of the tile's columns)
+//     by WARPS / WN groups along K (group g takes the k16 steps g, g + WARPS / WN, ... of each K
+//     tile), so that every warp holds BN / 16 / WN x MT / 8 accumulator fragments. WN = 1 (the
+//     first variants) splits K only: few columns per warp need many K groups, whose partials cost
+//     shared memory and a reduction. WN > 1 serves MT = 32 with wide tiles (BN = 128: half the
+//     small operand's re-reads of BN = 64) within the register file. At the end the K groups'
+//     partial tiles meet in shared memory and are summed in group order (fp32).
 //   * S == 1: the CTA writes its C tile (fp16, round to nearest). S > 1: it writes its fp32
 //     partial tile into the workspace at [split][M][N], and a second kernel on the same stream
 //     sums the S partials in split order and writes C. Both orders are fixed: the result is
@@ -119,19 +123,22 @@ struct Params {  // x, w, c: 2-byte elements of the variant's dtype
 };
 
 template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP,
-          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16, int WN = 1>
 struct Traits {
   static constexpr int kThreads = WARPS * 32;
+  static constexpr int kWarpsN = WN;          // warp groups along N
+  static constexpr int kWarpsK = WARPS / WN;  // warp groups along K
   // W rows K-contiguous (tn B, or A when swapped); else W is B stored K rows of N (nn).
   static constexpr bool kWK = SWAP || L == KFORGE_HGEMM_TN;
   // X rows K-contiguous (A, or a tn B when swapped); else X is an nn B, K rows of N <= MT (swapped).
   static constexpr bool kXK = !SWAP || L == KFORGE_HGEMM_TN;
   static constexpr bool kF32 = ACC == KFORGE_HGEMM_ACC_F32;
   static constexpr int kAccRegs = kF32 ? 4 : 2;
-  static constexpr int NW = BN / 16;  // mma A fragments (16 columns of C each)
+  static constexpr int NW = BN / 16;  // mma A fragments of the tile (16 columns of C each)
+  static constexpr int NWW = NW / WN;  // ... of one warp
   static constexpr int NX = MT / 8;   // mma B fragments (8 rows of C each)
   static constexpr int kSteps = BK / 16;
-  static constexpr int kStepsPerWarp = kSteps / WARPS;
+  static constexpr int kStepsPerWarp = kSteps / kWarpsK;
   static constexpr int kPad = 8;  // halves per shared-memory row
   // X stage: K-contiguous MT rows x (BK + pad); else BK rows x (MT + pad), the pad making the pitch
   // an odd number of 16-byte units (MT = 8: 16 halves of pad).
@@ -143,10 +150,10 @@ struct Traits {
   static constexpr int kRowsW = kWK ? BN : BK;
   static constexpr int kStageW = kRowsW * kLdW;
   static constexpr size_t kPipeBytes = size_t(STAGES) * (kStageX + kStageW) * sizeof(__half);
-  // Per-warp fp32 partial tiles [WARPS][MT][BN + 4] (the pitch keeps a warp's fragment stores in 32
-  // distinct banks and rows 16-byte aligned), reusing the pipeline's buffers.
+  // Per-K-group fp32 partial tiles [kWarpsK][MT][BN + 4] (the pitch keeps a warp's fragment stores
+  // in 32 distinct banks and rows 16-byte aligned), reusing the pipeline's buffers.
   static constexpr int kLdR = BN + 4;
-  static constexpr size_t kRedBytes = size_t(WARPS) * MT * kLdR * sizeof(float);
+  static constexpr size_t kRedBytes = size_t(kWarpsK) * MT * kLdR * sizeof(float);
   static constexpr size_t kSmemBytes = kPipeBytes > kRedBytes ? kPipeBytes : kRedBytes;
   // Copy geometry (16-byte chunks).
   static constexpr int kCprX = kXK ? BK / 8 : MT / 8;
@@ -163,22 +170,24 @@ struct Traits {
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN must be a multiple of 16 (the mma's M) in [16, 256]");
   static_assert(BK % 16 == 0 && BK >= 16, "BK must be a multiple of the mma's K (16)");
   static_assert(WARPS >= 1 && WARPS <= 16, "1 to 16 warps per CTA");
-  static_assert(kSteps % WARPS == 0, "the k16 steps of a K tile must split evenly among the warps");
+  static_assert(WN >= 1 && WARPS % WN == 0, "WN (warp groups along N) must divide WARPS");
+  static_assert(NW % WN == 0, "the tile's 16-column fragments must split evenly among the N groups");
+  static_assert(kSteps % kWarpsK == 0, "the k16 steps of a K tile must split evenly among the K groups");
   static_assert(STAGES >= 2, "the cp.async pipeline needs at least 2 stages");
-  static_assert(NW * NX * kAccRegs <= 96, "accumulator fragments too large for the register file");
+  static_assert(NWW * NX * kAccRegs <= 96, "accumulator fragments too large for the register file");
   static_assert(((kLdX / 8) & 1) == 1 && ((kLdW / 8) & 1) == 1, "padded pitches must be odd in 16-byte units");
   static_assert(kSmemBytes <= size_t(227) * 1024, "shared memory over the 227 KiB per-CTA budget");
   static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16 inputs: fp32 accumulation only (mma.sync has no bf16 accumulator)");
 };
 
 template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP,
-          bool kGeneric, kforge_hgemm_dtype DT>
+          bool kGeneric, kforge_hgemm_dtype DT, int WN>
 __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  using T = Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, DT>;
+  using T = Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, DT, WN>;
   using E = Elem<DT>;
   constexpr bool kWK = T::kWK, kXK = T::kXK;
-  constexpr int NW = T::NW, NX = T::NX;
+  constexpr int NWW = T::NWW, NX = T::NX, WKG = T::kWarpsK;
   using AccFrag = typename std::conditional<T::kF32, float[4], uint32_t[2]>::type;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -191,6 +200,8 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
   grid_dependency_wait();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // This warp's N group (its fragments are wn * NWW .. wn * NWW + NWW - 1 of the tile) and K group.
+  const int wn = warp % WN, wk = warp / WN;
   const int64_t XR = p.xr, WR = p.wr, K = p.k;
   const int64_t n0 = int64_t(blockIdx.x) * BN;  // first W row (column of C, or row when swapped)
   const int split = int(blockIdx.y);
@@ -242,9 +253,9 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
     }
   };
 
-  AccFrag acc[NW][NX];
+  AccFrag acc[NWW][NX];
 #pragma unroll
-  for (int i = 0; i < NW; ++i)
+  for (int i = 0; i < NWW; ++i)
 #pragma unroll
     for (int j = 0; j < NX; ++j)
 #pragma unroll
@@ -285,7 +296,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
     const uint32_t sW = sW0 + uint32_t(read_stage) * kStageWBytes + w_off;
 #pragma unroll
     for (int q = 0; q < T::kStepsPerWarp; ++q) {
-      const int kk = warp + q * WARPS;  // this warp's k16 step of the tile
+      const int kk = wk + q * WKG;  // this warp's k16 step of the tile
       uint32_t xf[NX][2];
       // Offsets of step kk and fragment pair j: K-contiguous X, kk * 16 columns and j * 16 rows; K-row
       // X, kk * 16 rows and j * 16 columns.
@@ -307,10 +318,11 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
         }
       }
 #pragma unroll
-      for (int w = 0; w < NW; ++w) {
+      for (int w = 0; w < NWW; ++w) {
+        const int wg = wn * NWW + w;  // the fragment's index in the tile
         uint32_t wf[4];
-        if constexpr (!kWK) ldmatrix_x4_trans(wf, sW + uint32_t((kk * 16 * T::kLdW + w * 16) * int(sizeof(__half))));
-        else ldmatrix_x4(wf, sW + uint32_t((w * 16 * T::kLdW + kk * 16) * int(sizeof(__half))));
+        if constexpr (!kWK) ldmatrix_x4_trans(wf, sW + uint32_t((kk * 16 * T::kLdW + wg * 16) * int(sizeof(__half))));
+        else ldmatrix_x4(wf, sW + uint32_t((wg * 16 * T::kLdW + kk * 16) * int(sizeof(__half))));
 #pragma unroll
         for (int j = 0; j < NX; ++j) {
           if constexpr (DT == KFORGE_HGEMM_BF16)
@@ -326,13 +338,13 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
   cp_async_wait<0>();  // only empty groups can be pending
   __syncthreads();     // every warp is done reading the stages: they become the partial tiles
 
-  // Each warp's partial tile: red[warp][m][n] (fp32).
+  // Each K group's partial tile: red[wk][m][n] (fp32), its columns written by the group's N warps.
   float* red = reinterpret_cast<float*>(smem_raw);
   {
     const int g = lane >> 2, t4 = lane & 3;
-    float* mine = red + warp * (MT * T::kLdR);
+    float* mine = red + wk * (MT * T::kLdR);
 #pragma unroll
-    for (int w = 0; w < NW; ++w)
+    for (int w = 0; w < NWW; ++w)
 #pragma unroll
       for (int j = 0; j < NX; ++j) {
         float v[4];
@@ -347,7 +359,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
           v[2] = __low2float(hi);
           v[3] = __high2float(hi);
         }
-        const int n = w * 16 + g, m = j * 8 + 2 * t4;
+        const int n = (wn * NWW + w) * 16 + g, m = j * 8 + 2 * t4;
         mine[m * T::kLdR + n] = v[0];
         mine[(m + 1) * T::kLdR + n] = v[1];
         mine[m * T::kLdR + n + 8] = v[2];
@@ -356,7 +368,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
   }
   __syncthreads();
 
-  // Sum the warps' partials in warp order, 4 consecutive elements of a C row per thread, and write
+  // Sum the K groups' partials in group order, 4 consecutive elements of a C row per thread, and write
   // them out: C[x][n0 + w] (row length WR), or swapped C[n0 + w][x] (row length XR).
   const int64_t c_rows = SWAP ? WR : XR, c_cols = SWAP ? XR : WR;
 #pragma unroll
@@ -374,7 +386,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
       const int off = SWAP ? (gx + q) * T::kLdR + gw : gx * T::kLdR + gw + q;
       float v = red[off];
 #pragma unroll
-      for (int w = 1; w < WARPS; ++w) v += red[w * (MT * T::kLdR) + off];
+      for (int w = 1; w < WKG; ++w) v += red[w * (MT * T::kLdR) + off];
       s4[q] = v;
     }
     if (p.splits == 1) {
@@ -478,9 +490,9 @@ inline int launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, 
 // The variant. Serves M <= MT (SWAP: N <= MT), any other size, K >= 1 and any 2-byte aligned
 // pointers, of its layout and accumulation; the workspace holds S x M x N fp32 partials when S > 1.
 template <int MT, int BN, int BK, int WARPS, int STAGES, kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool SWAP = false,
-          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16, int WN = 1>
 struct Gemm {
-  using Traits = detail::Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, DT>;
+  using Traits = detail::Traits<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, DT, WN>;
   static constexpr kforge_hgemm_dtype kDtype = DT;
   static constexpr size_t kSmemBytes = Traits::kSmemBytes;
   static constexpr int kThreads = Traits::kThreads;
@@ -494,6 +506,7 @@ struct Gemm {
     c.bk = BK;
     c.stages = STAGES;
     c.consumers = WARPS;
+    c.warps_n = WN;
     c.splitk = kMaxSplits;
     c.splitk_auto = true;
     c.max_m = SWAP ? 0 : MT;
@@ -512,8 +525,8 @@ struct Gemm {
   }
 
   static auto kernel_ptr(bool generic) {
-    return generic ? detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, true, DT>
-                   : detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, false, DT>;
+    return generic ? detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, true, DT, WN>
+                   : detail::skinny_kernel<MT, BN, BK, WARPS, STAGES, L, ACC, SWAP, false, DT, WN>;
   }
 
   // Occupancy of the vectorised kernel (the generic one has the same threads and shared memory).

@@ -62,6 +62,16 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
                                                          KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST),              \
                                                          L, A),
 
+// The same with the warps split along N as well (WN groups of WARPS / WN warps; name suffix _nw<WN>).
+#define KF_SKINNY_NW(L, A, LN, AN, DT, MT, BN, BK, W, ST, WN)                                                        \
+  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, false, DT, WN>>("skinny_" LN "_" AN "_m" KF_STR(MT) "x" KF_STR(BN) "x" \
+                                                              KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST) "_nw" KF_STR(WN), \
+                                                              L, A),
+#define KF_SKINNY_T_NW(L, A, LN, AN, DT, MT, BN, BK, W, ST, WN)                                                      \
+  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, true, DT, WN>>("skinny_" LN "_" AN "_n" KF_STR(MT) "x" KF_STR(BN) "x" \
+                                                             KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST) "_nw" KF_STR(WN), \
+                                                             L, A),
+
 // The shares of the table in translation units of their own, appended by variants() (variants.cu) in
 // this order after its own rows: fp16 (variants_mid.cu, variants_small.cu), then bf16 (variants_bf16.cu).
 const KernelVariant* fp16_mid_variants(size_t* count);
