@@ -5,6 +5,7 @@
 
 #include "eval/arena.hpp"
 #include "eval/output_digest.hpp"
+#include "ops/hgemm_gen.cuh"
 
 namespace kforge {
 namespace {
@@ -13,13 +14,18 @@ __global__ void gate_kernel(volatile int* flag, int want) {
   while (*flag != want) __nanosleep(1000);
 }
 
+__global__ void wake_kernel() {}
+
 __global__ void written_kernel(const char* arena, ArenaLayout l, const int* order, int n, unsigned long long* count) {
   const uint64_t elems = l.c_bytes / 2;
+  // The judge's poison in the slot's element type (a bf16 output compared with fp16's NaN would
+  // count every element as written: honest/naive_bf16.cu was refused side_stream on the H200).
+  const unsigned short poison = gen::nan_bits(l.dtype == 1);
   unsigned long long local = 0;
   for (int s = blockIdx.y; s < n; s += gridDim.y) {
     const unsigned short* c = reinterpret_cast<const unsigned short*>(arena + uint64_t(order[s]) * l.slot_bytes + l.c_off);
     for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < elems; i += uint64_t(gridDim.x) * blockDim.x)
-      local += c[i] != 0x7E00;
+      local += c[i] != poison;
   }
   if (local) atomicAdd(count, local);
 }
@@ -37,6 +43,8 @@ __global__ void digest_kernel(const char* arena, ArenaLayout l, int slot, uint64
 }  // namespace
 
 void launch_gate(volatile int* flag, int want, cudaStream_t s) { gate_kernel<<<1, 1, 0, s>>>(flag, want); }
+
+void launch_wake(cudaStream_t s) { wake_kernel<<<1, 32, 0, s>>>(); }
 
 void launch_count_written(const char* arena, const ArenaLayout& l, const int* order, int n, unsigned long long* count,
                           cudaStream_t s) {
