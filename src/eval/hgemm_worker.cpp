@@ -858,13 +858,18 @@ class Judge {
   double candidate_channel(bool server) const {
     return std::min(cand_channel_, base_channel_ + (server ? 0.0 : std::max(20.0, base_spread_)));
   }
+  // The same for an offline batch timed inside server mode, against the offline channel.
+  double candidate_offline_channel() const {
+    return std::min(cand_off_channel_, base_off_channel_ + std::max(20.0, base_off_spread_));
+  }
 
   // One sample of one side: an untimed preroll batch, then the timed batch; both checked. Offline,
   // each batch has decoys: slots prepared as its calls' are but not called. A call that computes
   // other slots than its own (every slot whose output is still poison, in one launch, the later
   // calls then returning at once: ~30x at 64^3 offline, hacked/offline_compute_ahead.cu) writes a
   // decoy too, and is `out_of_bounds`; a decoy is told from a call only by the request's order.
-  double sample(Executor& e, const std::string& mode, const Batch* fixed_order) {
+  // offline_floor: an offline batch inside server mode (server_floor), less the offline channel.
+  double sample(Executor& e, const std::string& mode, const Batch* fixed_order, bool offline_floor = false) {
     const bool is_cand = &e == cand_.get();
     double per_call = 0;
     for (int pass = 0; pass < 2; ++pass) {
@@ -894,7 +899,9 @@ class Judge {
             return 0;
           }
       }
-      per_call = std::max(wall - (is_cand ? candidate_channel(false) : base_channel_), 0.01) / double(b.order.size());
+      const double channel = offline_floor ? (is_cand ? candidate_offline_channel() : base_off_channel_)
+                                          : (is_cand ? candidate_channel(false) : base_channel_);
+      per_call = std::max(wall - channel, 0.01) / double(b.order.size());
     }
     return per_call;
   }
@@ -910,6 +917,23 @@ class Judge {
   // `forged_reply`. Each call's slot gets its inputs just before the call, so that no later call's
   // inputs exist while a call runs (a candidate that computed the batch's other slots ahead, in
   // one launch, would have made every call but the first free: hacked/server_compute_ahead.cu).
+  // Server-mode calls shorter than this are bounded by an offline batch (server_floor): three times
+  // the judge's clock resolution per call, as the baseline's calls calibrate it (60 us at least).
+  double short_call_us() const { return 3 * std::max(20.0, 3 * gap_jitter_); }
+
+  // A short server-mode call's figure, for either side alike: its events' median, but never less
+  // than the side's per-call time in an offline batch the judge times itself (~8 ms of calls, every
+  // one checked, decoys included). One call at a time cannot be faster than calls back to back, and
+  // that batch is long enough for the judge's clock, which a single short call is not: events are
+  // the executor's to report, and a candidate's could be forged. The offline figure holds the
+  // host's cost of each call (cuBLASLt's dispatch, ~5 us at 64^3 on the H200), which a server pays
+  // too and which the events, taken behind the wake-up kernel, do not show.
+  double server_floor(Executor& e, double events_median) {
+    const double offline = sample(e, "offline", nullptr, true);
+    v_.details["timing"]["server_floor_us"][&e == cand_.get() ? "candidate" : "baseline"] = offline;
+    return std::max(events_median, offline);
+  }
+
   double server_sample(Executor& e) {
     const bool is_cand = &e == cand_.get();
     const double channel = is_cand ? candidate_channel(true) : base_channel_;
@@ -969,7 +993,8 @@ class Judge {
       for (size_t j = 0; j < n; ++j) base_gaps_.push_back(judged[j] - events[j]);
       gap_median_ = median(base_gaps_);
       gap_jitter_ = std::max(robust_sd(base_gaps_), 3.0);
-      return median(events);
+      const double ev = median(events);
+      return ev < short_call_us() ? server_floor(e, ev) : ev;
     }
     // The candidate's calls: their events' median, bounded below by the judge's own clock (its
     // median over the calls) less what the baseline's calls showed the clock adds (never less
@@ -986,18 +1011,15 @@ class Judge {
     v_.details["timing"]["server_calls"] = {{"events_us", events}, {"judge_less_channel_us", judged},
                                             {"channel_us", channel}, {"slack_us", slack},
                                             {"baseline_gap_us", gap_median_}, {"baseline_jitter_us", gap_jitter_}};
-    // A call too short for the judge's clock to check its events: the clock's own estimate of it
-    // (less what the baseline's calls showed the clock adds) within three times the clock's
-    // resolution. Seen on the H200 at 64^3: a candidate that forged its events (1 us) was accepted
-    // at 12x, the slack having eaten the ~10 us call, and honest tiled_smem.cu was rejected
-    // forged_reply (events 13 us, the clock 38 us: the two processes' channels differ by more than
-    // the baseline's calibration shows). There the events are never trusted below the clock's
-    // estimate (no slack subtracted: a forger gains nothing, an honest candidate's server-mode
-    // figure may be understated by the channels' difference, flagged `server_clock_bound`), and
-    // only events under the counted floor are rejected.
-    const double resolution = std::max(20.0, 3 * gap_jitter_);
+    // A call too short for the judge's clock to check its events (its events or the clock's own
+    // estimate of it under three times the clock's resolution): the figure is bounded by an
+    // offline batch of the same side instead (server_floor), and only events under the counted
+    // floor are rejected. Seen on the H200 at 64^3, where the channel's jitter per call (+-100 us)
+    // dwarfs the call (5 us): bounded by the clock, a candidate that forged its events (1 us) was
+    // accepted at 4.4x (the clock read ~0), and honest tiled_smem.cu was rejected forged_reply
+    // (events 5.2 us, the clock 26-246 us: its channel probes read faster than its calls).
     const double clock_est = median(judged) - std::max(gap_median_, 0.0);
-    if (calibrated && clock_est < 3 * resolution) {
+    if (calibrated && std::min(clock_est, ev_med) < short_call_us()) {
       if (ev_med < 0.9 * floor_us_) {
         v_.reject(reason::kForgedReply,
                   strf("server mode: the executor's event times (median %.1f us) are under the counted floor (%.2f us)",
@@ -1007,7 +1029,7 @@ class Judge {
       if (std::find(v_.flags.begin(), v_.flags.end(), "server_clock_bound") == v_.flags.end())
         v_.flags.push_back("server_clock_bound");
       v_.details["timing"]["server_events_us_median"] = ev_med;
-      return std::max(ev_med, clock_est);
+      return server_floor(e, ev_med);
     }
     // Rejected where no honest call explains it: events under the counted floor (no GEMM runs that
     // fast), or most calls undercut, the median event under half of the bound and by more than
@@ -1045,6 +1067,8 @@ class Judge {
     cand_channel_ = channel_us(*cand_, mode == Mode::kServer ? "server" : "offline", &cand_spread_);
     base_channel_ = channel_us(*w_.baseline, mode == Mode::kServer ? "server" : "offline", &base_spread_);
     if (mode == Mode::kServer) {
+      cand_off_channel_ = channel_us(*cand_, "offline");
+      base_off_channel_ = channel_us(*w_.baseline, "offline", &base_off_spread_);
       // The baseline's calls first (16, untimed): the judge's clock is calibrated on them before
       // any candidate call is bounded by it.
       base_gaps_.clear();
@@ -1158,6 +1182,8 @@ class Judge {
   size_t ws_bytes_ = 0;
   double est_us_ = 0, floor_us_ = 0, rotation_bytes_ = 0;
   double cand_channel_ = 0, base_channel_ = 0, cand_spread_ = 10, base_spread_ = 10;
+  // Server mode: the offline channel too, for the offline batches that bound a short call (server_floor).
+  double cand_off_channel_ = 0, base_off_channel_ = 0, base_off_spread_ = 10;
   std::vector<double> base_gaps_;                // server mode: the baseline's calls, judge's clock less channel less events
   double gap_median_ = 0, gap_jitter_ = -1;      // their median and robust spread (-1: none yet)
   bool warmed_up_ = false;
