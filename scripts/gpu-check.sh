@@ -161,7 +161,8 @@ PY
   echo "== judge: the evaluator's GPU tests"
   # The corpus test leaves every verdict in full in $OUT/corpus-verdicts.json.
   export KFORGE_JUDGE_OUT=$(cd "$out" && pwd)
-  timeout 900 ctest --test-dir "$build" --output-on-failure -R "${JUDGE_TESTS:-RedTeamCorpus|BatchOfTwenty|TwoWorkerSlots|EvalCommandPrints}" \
+  # (^GpuTest: the PyTorch corpus tests, TorchGpuTest.RedTeamCorpus*, are the pt-corpus stage's.)
+  timeout 900 ctest --test-dir "$build" --output-on-failure -R "${JUDGE_TESTS:-^GpuTest\.(RedTeamCorpus|BatchOfTwenty|TwoWorkerSlots|EvalCommandPrints)}" \
     2>&1 | tee "$out/ctest-judge.log" | grep -E "ACCEPT|REJECT|Failure|Expected|Which is|error|tests passed|Passed|Failed|\*\*\*" | head -150 || true
 fi
 if has repeat; then
