@@ -906,17 +906,6 @@ class Judge {
     return per_call;
   }
 
-  // Server mode: calls one at a time at exponentially distributed moments chosen here. A call's
-  // time is the executor's event time around it, but never less than this process's clock from
-  // request to reply less the channel's round trip and its spread: the events refine the judge's
-  // measurement within the channel's noise (a short call is mostly channel), they cannot undercut
-  // it (events are the candidate's to forge; a forged one gains at most the spread, ~tens of us,
-  // and the counted floor still applies to the result). The clock holds the whole call because the
-  // reply must carry a digest of the call's final output (eval/output_digest.hpp): an executor that
-  // answers before its output is final (its synchronisation patched to return at once) is
-  // `forged_reply`. Each call's slot gets its inputs just before the call, so that no later call's
-  // inputs exist while a call runs (a candidate that computed the batch's other slots ahead, in
-  // one launch, would have made every call but the first free: hacked/server_compute_ahead.cu).
   // Server-mode calls shorter than this are bounded by an offline batch (server_floor): three times
   // the judge's clock resolution per call, as the baseline's calls calibrate it (60 us at least).
   double short_call_us() const { return 3 * std::max(20.0, 3 * gap_jitter_); }
@@ -934,6 +923,17 @@ class Judge {
     return std::max(events_median, offline);
   }
 
+  // Server mode: calls one at a time at exponentially distributed moments chosen here. A call's
+  // time is the executor's event time around it, but never less than this process's clock from
+  // request to reply less the channel's round trip and its spread: the events refine the judge's
+  // measurement within the channel's noise (a short call is mostly channel), they cannot undercut
+  // it (events are the candidate's to forge; a forged one gains at most the spread, ~tens of us,
+  // and the counted floor still applies to the result). The clock holds the whole call because the
+  // reply must carry a digest of the call's final output (eval/output_digest.hpp): an executor that
+  // answers before its output is final (its synchronisation patched to return at once) is
+  // `forged_reply`. Each call's slot gets its inputs just before the call, so that no later call's
+  // inputs exist while a call runs (a candidate that computed the batch's other slots ahead, in
+  // one launch, would have made every call but the first free: hacked/server_compute_ahead.cu).
   double server_sample(Executor& e) {
     const bool is_cand = &e == cand_.get();
     const double channel = is_cand ? candidate_channel(true) : base_channel_;
