@@ -19,12 +19,13 @@
 #           dispatcher's odd shapes, resident CTAs (~30-60 s; ctest-offgrid-kernels.log); then, unless
 #           OFFGRID_KERNELS_BENCH=0, every variant vs cuBLASLt on 8 decode and unaligned shapes
 #           (offgrid-kernels-variants.csv, ~40 s)
-#   offgrid-probe  issue 18's open questions measured on a few probe shapes, graph mode, tn (~40 s):
-#           mid M with the same per-CTA work as tuned grid entries (224/256 x 3072/4096 x 8192,
-#           218/256 x 4096 x 4096: is 224x3072x8192's 40 us against the 256x4096x8192 entry's tuned
-#           30 us the partial M tile or the measurement?), and every decode variant at M = 16, 31
-#           and 32 on 4096x4096 (why the m32 variants lose bandwidth): offgrid-probe.csv,
-#           offgrid-probe-variants.csv, offgrid-probe.log
+#   offgrid-probe  issue 18's open questions measured on a few probe shapes, graph mode, tn, every
+#           variant (~10 s): M from 192 to 384 at 3072 x 8192, the same tile grid for M = 129..256
+#           (the same 128x64 ping-pong kernel took 41.5 us at M = 224 and 28.4 at 256 on the H200:
+#           does the time follow the last M tile's out-of-bounds rows?), and the decode variants
+#           at 31x4096x4096. OFFGRID_PROBE_SHAPES overrides the list (the eleventh session's was
+#           256/224x4096x8192, 224/256x3072x8192, 256/218x4096x4096, 16/31/32x4096x4096):
+#           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
 #   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
 #           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
 #           at its faster one: the even-numbered half first, then the odd half if OFFGRID_BUDGET
@@ -271,7 +272,7 @@ fi
 if has offgrid-probe; then
   echo "== issue 18 probes: mid M against tuned grid entries, decode variants at M = 16, 31, 32"
   timeout 150 $kf hgemm bench --baselines ours,ours_all,lt_auto --no-db --samples 7 --mode graph --layouts tn \
-    --shapes 256x4096x8192,224x4096x8192,224x3072x8192,256x3072x8192,256x4096x4096,218x4096x4096,16x4096x4096,31x4096x4096,32x4096x4096 \
+    --shapes "${OFFGRID_PROBE_SHAPES:-192x3072x8192,224x3072x8192,240x3072x8192,255x3072x8192,256x3072x8192,352x3072x8192,384x3072x8192,31x4096x4096}" \
     --out "$out/offgrid-probe.csv" --variants-out "$out/offgrid-probe-variants.csv" 2>&1 | tee "$out/offgrid-probe.log" | tail -30 || true
 fi
 if has offgrid; then
