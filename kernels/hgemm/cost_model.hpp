@@ -53,7 +53,7 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   const double sms = std::max(1, d.sms);
   const int res = resident > 0 ? resident : 2 * int(sms);
   const int64_t streamed = c.max_n > 0 ? m : n;  // swapped roles (small N): A is the streamed operand
-  const int s = c.splitk_auto ? auto_splits(c, streamed, k, res) : std::max(1, c.splitk);
+  const int s = c.splitk_auto ? auto_splits(c, streamed, k, res, c.max_n > 0 ? n : m) : std::max(1, c.splitk);
   const double tiles = std::ceil(double(streamed) / c.bn);
   const double ctas = tiles * s;
   const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us

@@ -6,9 +6,12 @@
 // follow the candidate ABI of include/kforge/abi/hgemm.h, so a variant is an ordinary HGEMM
 // candidate to the evaluator.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "kforge/abi/hgemm.h"
@@ -47,17 +50,47 @@ inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
          a.max_n == b.max_n && a.warps_n == b.warps_n;
 }
 
-// The split-K count of a variant whose splits are chosen at run time (splitk_auto): as many K
-// slices (at most c.splitk, each at least two K tiles long) as keep the ceil(N / bn) x S CTAs within
-// `resident` (one wave of the CTAs that fit at once). Shared by the kernel and the cost model.
-inline int auto_splits(const KernelConfig& c, int64_t n, int64_t k, int resident) {
+// How auto_splits chooses: KFORGE_HGEMM_DECODE_SPLITS=fill for the first rule (as many splits as
+// fill one wave, none once the column tiles alone do), for A/B measurements; else `balance`.
+inline bool decode_splits_fill() {
+  static const bool fill = [] {
+    const char* v = std::getenv("KFORGE_HGEMM_DECODE_SPLITS");
+    return v != nullptr && std::strcmp(v, "fill") == 0;
+  }();
+  return fill;
+}
+
+// The split-K count of a variant whose splits are chosen at run time (splitk_auto), shared by the
+// kernel and the cost model. S from 1 to c.splitk, each K slice at least two K tiles long: the one
+// that minimises the time of ceil(tiles x S / resident) waves, each 1/S of the K loop long, plus
+// the partials' traffic (S x small_rows x N fp32 partials, written and read once) and the second
+// launch, taken as 8 MB more traffic (~2 us at the H200's bandwidth). A larger S must be 5%
+// cheaper than the best so far (its workspace grows with S). The prediction behind it, not yet
+// measured: a wave only partly filled takes as long as a full one, because a decode CTA's
+// bandwidth is bounded by its own loads in flight, not shared with the others (296 column tiles
+// on 132 slots run as 3 waves, the last 24% full: 2.7 TB/s where cuBLASLt reached 4.1 on the
+// H200). With `fill` (decode_splits_fill, the first rule): as many slices as keep the CTAs within
+// one wave, none once the column tiles alone fill it.
+inline int auto_splits(const KernelConfig& c, int64_t n, int64_t k, int resident, int64_t small_rows = 32) {
   if (c.bn <= 0 || c.bk <= 0) return 1;
   const int64_t tiles = (n + c.bn - 1) / c.bn;
   const int64_t k_tiles = (k + c.bk - 1) / c.bk;
-  int64_t s = resident > 0 ? resident / tiles : 1;
-  if (s > c.splitk) s = c.splitk;
-  if (s > k_tiles / 2) s = k_tiles / 2;
-  return s < 1 ? 1 : int(s);
+  const int64_t max_s = std::min<int64_t>(c.splitk, k_tiles / 2);
+  if (max_s < 1 || resident <= 0) return 1;
+  if (decode_splits_fill()) {
+    const int64_t s = std::min<int64_t>(resident / tiles, max_s);
+    return s < 1 ? 1 : int(s);
+  }
+  const double wave_bytes = double(resident) * double(c.bn) * double(k) * 2.0;  // every slot, the whole K
+  int best = 1;
+  double best_cost = 0;
+  for (int64_t s = 1; s <= max_s; ++s) {
+    const double waves = double((tiles * s + resident - 1) / resident);
+    double cost = waves * wave_bytes / double(s);
+    if (s > 1) cost += 8.0 * double(s) * double(std::max<int64_t>(small_rows, 1)) * double(n) + 8e6;
+    if (s == 1 || cost < 0.95 * best_cost) best_cost = cost, best = int(s);
+  }
+  return best;
 }
 
 // Return codes of a variant's run(), beyond 0.

@@ -553,7 +553,7 @@ struct Gemm {
   static int splits_for(const kforge_hgemm_problem* p) {
     int resident = resident_cached();
     if (resident <= 0) resident = 2 * std::max(1, device_attrs(current_device()).sms);
-    return auto_splits(config(), SWAP ? p->m : p->n, p->k, resident);
+    return auto_splits(config(), SWAP ? p->m : p->n, p->k, resident, SWAP ? p->n : p->m);
   }
 
   static size_t partial_bytes(const kforge_hgemm_problem* p, int splits) {

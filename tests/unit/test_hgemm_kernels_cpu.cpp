@@ -365,27 +365,38 @@ TEST(HgemmKernels, CostModelRanksConfigurationsNotNames) {
             kernels::predicted_us(big, 8192, 8192, 8192, h, 0));
 }
 
-// The decode family's split count: one wave of resident CTAs, at most the config's maximum, at
-// least two K tiles per split, and no split at all when the column tiles fill the device.
-TEST(HgemmKernels, AutoSplitsFillOneWave) {
+// The decode family's split count: at most the config's maximum, at least two K tiles per split,
+// one wave's worth of splits where the column tiles leave room, and splits that even out the last
+// wave where the tiles alone take more than one (auto_splits' rule).
+TEST(HgemmKernels, AutoSplitsBalanceTheWaves) {
   kernels::KernelConfig c;
   c.family = kernels::Family::kSkinny;
   c.bm = 16, c.bn = 64, c.bk = 128, c.stages = 4, c.splitk = 16, c.splitk_auto = true, c.max_m = 16;
   for (int resident : {1, 132, 264, 396})
     for (int64_t n : {1, 63, 64, 1000, 4096, 8192, 16384, 57344})
       for (int64_t k : {1, 127, 256, 1536, 4096, 16384}) {
-        const int s = kernels::auto_splits(c, n, k, resident);
+        const int s = kernels::auto_splits(c, n, k, resident, 16);
         const int64_t tiles = (n + 63) / 64, k_tiles = (k + 127) / 128;
         EXPECT_GE(s, 1);
         EXPECT_LE(s, 16);
-        if (s > 1) {
-          EXPECT_LE(tiles * s, resident) << n << "x" << k << " on " << resident;
-          EXPECT_GE(k_tiles, 2 * s) << n << "x" << k;
-        }
-        if (tiles * 2 > resident) EXPECT_EQ(s, 1) << n << "x" << k << " on " << resident;
+        if (s > 1) EXPECT_GE(k_tiles, 2 * s) << n << "x" << k;
+        // Room for two or more slices of every tile in one wave, and K long enough: split.
+        if (tiles * 2 <= resident && k_tiles >= 4) EXPECT_GT(s, 1) << n << "x" << k << " on " << resident;
+        // A split never adds more waves than it divides the work by.
+        const int64_t waves1 = (tiles + resident - 1) / resident, waves = (tiles * s + resident - 1) / resident;
+        EXPECT_LE(double(waves) / s, double(waves1)) << n << "x" << k << " on " << resident;
       }
-  // 4096 columns on 264 slots (two CTAs per SM of 132): 64 tiles split 4 ways.
-  EXPECT_EQ(kernels::auto_splits(c, 4096, 4096, 264), 4);
+  // 4096 columns on 264 slots (two CTAs per SM of 132): 64 tiles split 4 ways, one wave.
+  EXPECT_EQ(kernels::auto_splits(c, 4096, 4096, 264, 16), 4);
+  // 8192 columns on 132 slots: 128 tiles, one wave already.
+  EXPECT_EQ(kernels::auto_splits(c, 8192, 8192, 132, 8), 1);
+  // Large decode layers on 128-column tiles, one CTA per SM: 296 tiles (3 waves, the last 24%
+  // full) split 2 ways (5 waves of half the K loop); 172 tiles (2 waves, the second 30% full) 3
+  // ways (4 waves of a third).
+  kernels::KernelConfig w = c;
+  w.bm = 32, w.bn = 128, w.bk = 64, w.max_m = 32;
+  EXPECT_EQ(kernels::auto_splits(w, 37888, 3584, 132, 28), 2);
+  EXPECT_EQ(kernels::auto_splits(w, 22016, 4096, 132, 24), 3);
 }
 
 // Decode variants take any N, K and alignment of their M range; their workspace is the split-K
