@@ -237,7 +237,7 @@ class Executor:
             out.append(["monkey_patch", "%s: %d watched function(s) replaced, e.g. %s" %
                         (when, len(names), ", ".join(names[:4]))])
         prec = guards.precision_state(torch)
-        diff = {k: [self.prec[k], prec.get(k)] for k in self.prec if prec.get(k) != self.prec[k]}
+        diff = {k: [self.prec[k], prec.get(k)] for k in self.prec if guards.precision_lowered(k, self.prec[k], prec.get(k))}
         if diff:
             out.append(["precision_downgrade", "%s: precision switches changed: %s" % (when, diff)])
         glob = guards.global_state(torch)
@@ -322,6 +322,10 @@ class Executor:
             return orig_start(th, *a, **k)
 
         threading.Thread.start = start
+        # The candidate starts from the precision the reference runs at (torch's defaults allow TF32
+        # in cuDNN's convolutions: an honest conv candidate would run below the task's declared
+        # precision without asking for it); any switch it lowers from here is precision_downgrade.
+        guards.set_full_precision(torch)
         self.snapshot()
         try:
             self.cand = _load_module(req["candidate"], "kforge_candidate")

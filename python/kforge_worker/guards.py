@@ -95,6 +95,33 @@ def precision_state(torch):
     return s
 
 
+# The switches whose True allows a lower precision than the judge set (set_full_precision).
+_LOWER_WHEN_TRUE = ("cuda.matmul.allow_tf32", "cudnn.allow_tf32", "cuda.matmul.fp16_reduced", "cuda.matmul.bf16_reduced",
+                    "autocast.cuda", "autocast.cpu", "onednn.allow_tf32", "cpu.fp16_reduced",
+                    "cuda.matmul.fp16_accumulation", "math_sdp.fp16_bf16_reduction")
+_MATMUL_PRECISION = {"highest": 3, "high": 2, "medium": 1}
+# torch's per-backend fp32 precision: 'none' defers to the parent ('all', then 'generic') and to the
+# legacy flags, every one of which is watched too, so it ranks with 'ieee'.
+_FP32_PRECISION = {"ieee": 3, "none": 3, "tf32": 1, "bf16": 0}
+_DTYPE = {"torch.float64": 3, "torch.float32": 2}
+
+
+def precision_lowered(key, old, new):
+    """Whether switch `key` going from `old` to `new` (precision_state values) allows a lower precision.
+    A switch set again to the precision it had, or to a higher one, is not a downgrade: an honest
+    candidate may write torch.backends.cuda.matmul.allow_tf32 = False, which torch 2.11 records as
+    fp32_precision 'ieee' where the judge's state read 'none'. Unknown keys and values: any change."""
+    if old == new:
+        return False
+    if key in _LOWER_WHEN_TRUE and isinstance(old, bool) and isinstance(new, bool):
+        return new and not old
+    ranks = (_MATMUL_PRECISION if key == "float32_matmul_precision" else _FP32_PRECISION if key.startswith("fp32_precision.")
+             else _DTYPE if key == "default_dtype" else None)
+    if ranks is not None and old in ranks:
+        return ranks.get(new, -1) < ranks[old]
+    return True
+
+
 def global_state(torch):
     s = {}
 

@@ -214,6 +214,14 @@ TEST(TorchWorker, KeepsTheJudgesCudaIpcLegacy) {
   EXPECT_TRUE(r.ok()) << r.describe() << "\n" << r.out << r.err;
 }
 
+// The precision switches count against a candidate only where they lower the precision the judge
+// set (an honest candidate may set full precision again): tests/python/test_precision_guard.py.
+TEST(TorchWorker, PrecisionSwitchesCountOnlyWhenLowered) {
+  if (!have_python()) GTEST_SKIP() << "SKIPPED: no python3";
+  const ProcessResult r = run_process({find_python(), kSource + "/tests/python/test_precision_guard.py"});
+  EXPECT_TRUE(r.ok()) << r.describe() << "\n" << r.out << r.err;
+}
+
 TorchEvalOptions fake_options() {
   TorchEvalOptions o;
   o.worker_dir = kSource + "/tests/support/fake_torch_worker";
