@@ -1,6 +1,6 @@
-// The rows of kforge's variant tables (variants.cu: fp16; variants_bf16.cu: bf16): one
-// KernelVariant per kernel class, named after its configuration, and the macros that list a
-// configuration for both B layouts. Included by those two sources only.
+// The rows of kforge's variant tables (fp16: variants.cu, variants_mid.cu, variants_small.cu; bf16:
+// variants_bf16.cu): one KernelVariant per kernel class, named after its configuration, and the
+// macros that list a configuration for both B layouts. Included by those sources only.
 #pragma once
 #include "kernels/hgemm/kernel_api.hpp"
 #include "kernels/hgemm/sm80_gemm.cuh"
@@ -52,25 +52,42 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
                                                       L, A),
 
 // Decode (M <= MT): dtype, MT rows, BN columns, BK, warps, stages; split-K chosen per problem.
-#define KF_SKINNY(L, A, LN, AN, DT, MT, BN, BK, W, ST)                                                             \
-  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, false, DT>>("skinny_" LN "_" AN "_m" KF_STR(MT) "x" KF_STR(BN) "x" \
-                                                          KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST),              \
-                                                          L, A),
-// Small N (N <= MT): the same kernel with A streamed and B the small operand.
-#define KF_SKINNY_T(L, A, LN, AN, DT, MT, BN, BK, W, ST)                                                          \
-  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, true, DT>>("skinny_" LN "_" AN "_n" KF_STR(MT) "x" KF_STR(BN) "x" \
-                                                         KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST),              \
-                                                         L, A),
-
-// The same with the warps split along N as well (WN groups of WARPS / WN warps; name suffix _nw<WN>).
-#define KF_SKINNY_NW(L, A, LN, AN, DT, MT, BN, BK, W, ST, WN)                                                        \
-  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, false, DT, WN>>("skinny_" LN "_" AN "_m" KF_STR(MT) "x" KF_STR(BN) "x" \
-                                                              KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST) "_nw" KF_STR(WN), \
-                                                              L, A),
-#define KF_SKINNY_T_NW(L, A, LN, AN, DT, MT, BN, BK, W, ST, WN)                                                      \
-  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, true, DT, WN>>("skinny_" LN "_" AN "_n" KF_STR(MT) "x" KF_STR(BN) "x" \
-                                                             KF_STR(BK) "_w" KF_STR(W) "_s" KF_STR(ST) "_nw" KF_STR(WN), \
+// KF_SKINNY_ROW is the one row behind the four below: SIDE names the small side ("m", or "n" with
+// SWAP: small N, A streamed and B the small operand), WN the warp groups along N, SUFFIX ends the name.
+#define KF_SKINNY_ROW(L, A, LN, AN, DT, SIDE, SWAP, WN, SUFFIX, MT, BN, BK, W, ST)                            \
+  entry<skinny::Gemm<MT, BN, BK, W, ST, L, A, SWAP, DT, WN>>("skinny_" LN "_" AN "_" SIDE KF_STR(MT) "x"      \
+                                                             KF_STR(BN) "x" KF_STR(BK) "_w" KF_STR(W) "_s"    \
+                                                             KF_STR(ST) SUFFIX,                               \
                                                              L, A),
+#define KF_SKINNY(L, A, LN, AN, DT, MT, BN, BK, W, ST) KF_SKINNY_ROW(L, A, LN, AN, DT, "m", false, 1, "", MT, BN, BK, W, ST)
+// Small N (N <= MT): the same kernel with A streamed and B the small operand.
+#define KF_SKINNY_T(L, A, LN, AN, DT, MT, BN, BK, W, ST) KF_SKINNY_ROW(L, A, LN, AN, DT, "n", true, 1, "", MT, BN, BK, W, ST)
+// The same with the warps split along N as well (WN groups of WARPS / WN warps; name suffix _nw<WN>).
+#define KF_SKINNY_NW(L, A, LN, AN, DT, MT, BN, BK, W, ST, WN) \
+  KF_SKINNY_ROW(L, A, LN, AN, DT, "m", false, WN, "_nw" KF_STR(WN), MT, BN, BK, W, ST)
+#define KF_SKINNY_T_NW(L, A, LN, AN, DT, MT, BN, BK, W, ST, WN) \
+  KF_SKINNY_ROW(L, A, LN, AN, DT, "n", true, WN, "_nw" KF_STR(WN), MT, BN, BK, W, ST)
+
+// Shorthands of the tables, one configuration for both B layouts. fp16, fp32 accumulation (the
+// tuned space) and fp16 accumulation (a smaller space: correct and reasonably fast, not a
+// performance target); the sm_80 and decode ones take the accumulation and its name first.
+#define KF_SM90_F32(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SM90_PP_F32(...) KF_BOTH_LAYOUTS(KF_SM90_PP, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SM90_MC_F32(...) KF_BOTH_LAYOUTS(KF_SM90_MC, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SM90_F16(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SM80_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SM80, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SKINNY_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SKINNY_T_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SKINNY_NW_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SKINNY_T_NW_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T_NW, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+// bf16 (fp32 accumulation only).
+#define KF_SM90_BF16(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_SM90_PP_BF16(...) KF_BOTH_LAYOUTS(KF_SM90_PP, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_SM90_MC_BF16(...) KF_BOTH_LAYOUTS(KF_SM90_MC, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_SM80_BF16(...) KF_BOTH_LAYOUTS(KF_SM80, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_SKINNY_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_SKINNY_T_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY_T, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_SKINNY_NW_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 
 // The shares of the table in translation units of their own, appended by variants() (variants.cu) in
 // this order after its own rows: fp16 (variants_mid.cu, variants_small.cu), then bf16 (variants_bf16.cu).

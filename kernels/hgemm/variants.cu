@@ -15,11 +15,6 @@
 namespace kforge::kernels {
 namespace {
 
-// fp16, fp32 accumulation: the tuned space.
-#define KF_SM90_F32(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
-#define KF_SM90_PP_F32(...) KF_BOTH_LAYOUTS(KF_SM90_PP, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
-#define KF_SM90_MC_F32(...) KF_BOTH_LAYOUTS(KF_SM90_MC, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
-
 const KernelVariant kVariants[] = {
     // Large shapes: persistent, two consumer warpgroups, grouped rasterisation.
     KF_SM90_F32(128, 256, 4, 2, 1, 8, true)

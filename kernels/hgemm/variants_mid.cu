@@ -7,8 +7,6 @@
 namespace kforge::kernels {
 namespace {
 
-#define KF_SM90_F32(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
-
 const KernelVariant kVariantsMid[] = {
     // Mid-size shapes: one tile per CTA.
     KF_SM90_F32(128, 128, 4, 2, 1, 8, false)

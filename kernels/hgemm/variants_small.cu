@@ -7,14 +7,6 @@
 namespace kforge::kernels {
 namespace {
 
-#define KF_SM90_F32(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
-#define KF_SM90_F16(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, __VA_ARGS__)
-#define KF_SM80_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SM80, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
-#define KF_SKINNY_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
-#define KF_SKINNY_T_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
-#define KF_SKINNY_NW_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
-#define KF_SKINNY_T_NW_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T_NW, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
-
 const KernelVariant kVariantsSmall[] = {
     // Cluster sizes that fill the GPU with whole clusters. A cluster must sit in one GPC, so on the
     // H200 (one CTA per SM) 132 CTAs of 2-CTA clusters are resident at once, 117 of 3, 120 of 4
