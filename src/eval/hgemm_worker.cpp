@@ -855,12 +855,13 @@ class Judge {
   // before it): every timed batch would then look shorter by the delay (hacked/server_inflated_channel.cu).
   // In server mode, where a short call is shorter than any allowance, none. An honest candidate
   // whose channel is slower than the baseline's is understated by the difference, never overstated.
-  double candidate_channel(bool server) const {
-    return std::min(cand_channel_, base_channel_ + (server ? 0.0 : std::max(20.0, base_spread_)));
+  static double capped_channel(double cand, double base, double base_spread, bool server) {
+    return std::min(cand, base + (server ? 0.0 : std::max(20.0, base_spread)));
   }
+  double candidate_channel(bool server) const { return capped_channel(cand_channel_, base_channel_, base_spread_, server); }
   // The same for an offline batch timed inside server mode, against the offline channel.
   double candidate_offline_channel() const {
-    return std::min(cand_off_channel_, base_off_channel_ + std::max(20.0, base_off_spread_));
+    return capped_channel(cand_off_channel_, base_off_channel_, base_off_spread_, false);
   }
 
   // One sample of one side: an untimed preroll batch, then the timed batch; both checked. Offline,
