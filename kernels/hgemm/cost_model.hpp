@@ -111,9 +111,11 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n * (n % 8 != 0 ? 2.0 : 1.0));
   double mem_us = bytes / ((d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3);
   // A tile whose rows are mostly padding (M under half of bm: decode shapes) streams B through one
-  // pipeline per column tile at about 0.45 of the bandwidth cuBLASLt reaches (measured 0.46-0.62
-  // of cuBLASLt on issue 18's decode shapes with 64-row tiles).
-  if (2 * m < c.bm) mem_us /= 0.45;
+  // pipeline per column tile, at a fraction of the device's bandwidth that grows with the CTAs
+  // streaming at once: measured on the H200 (twelfth session, 64-row tiles, unsplit) 0.52 with 64
+  // CTAs (31x4096x4096), 0.55 with 36, 0.69 with 192 and 0.81 with 296 (28x37888x3584, where it
+  // beat the decode family's best, 74 against 90 us).
+  if (2 * m < c.bm) mem_us /= 0.45 + 0.35 * std::min(1.0, cta_count(c, m, n) / std::max(1, d.sms));
   // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
   // a plain launch doing the same per-CTA work (docs/perf-notes.md).
   const double reduce_us = c.splitk > 1 ? 5.0 : 0.0;

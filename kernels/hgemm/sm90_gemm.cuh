@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 
@@ -210,7 +211,17 @@ struct Params {
   int m, n, k;
   int tiles_m, tiles_n, k_tiles;
   int vec_c;  // C rows 16-byte aligned (N % 8 == 0): whole 8-element chunks stored at once; else element-wise
+  // The first row (column) that the last M (N) tile's boxes load. Shifted edge tiles (the
+  // default): M - BM (N - BN) where the problem holds a whole tile, so that no TMA box reaches
+  // past the tensor; the tile then overlaps its neighbour and stores only the rows (columns) that
+  // are its own. Otherwise (tiles_m - 1) * BM: the box runs past the edge and TMA fills zeros.
+  int m_last, n_last;
 };
+
+// Where tile tm's (tn's) boxes start: its own first row, or for the last tile the shifted start.
+// A multicast pair's phantom tile (tm == tiles_m) loads the last tile's rows and stores nothing.
+__device__ __forceinline__ int tile_row0(int tm, int bm, const Params& p) { return min(tm * bm, p.m_last); }
+__device__ __forceinline__ int tile_col0(int tn, int bn, const Params& p) { return min(tn * bn, p.n_last); }
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
           kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST, kforge_hgemm_dtype DT>
@@ -284,24 +295,24 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
           // The whole stage arrives here either way: A from this CTA, B half from each CTA (multicast).
           mbar_expect_tx(&full[s], T::kStageBytes);
           // (A past the last tile row: the last row's A again; the tile is computed, never stored.)
-          tma_load_2d(sa, &map_a, &full[s], kt * kBK, (tm < p.tiles_m ? tm : p.tiles_m - 1) * BM);
+          tma_load_2d(sa, &map_a, &full[s], kt * kBK, tile_row0(tm, BM, p));
+          const int b0 = tile_col0(tn, BN, p);
           if constexpr (MCAST > 1) {
             constexpr uint16_t kAll = (1u << MCAST) - 1;
             if constexpr (L == KFORGE_HGEMM_TN) {
               constexpr int kHalf = BN / MCAST;  // rows of B (columns of C) this CTA loads for both
-              tma_load_2d_multicast(sb + mc_rank * kHalf * 128, &map_b, &full[s], kt * kBK, tn * BN + int(mc_rank) * kHalf,
-                                    kAll);
+              tma_load_2d_multicast(sb + mc_rank * kHalf * 128, &map_b, &full[s], kt * kBK, b0 + int(mc_rank) * kHalf, kAll);
             } else {
 #pragma unroll
               for (int c = 0; c < BN / 64; ++c)
                 if (c % MCAST == int(mc_rank))
-                  tma_load_2d_multicast(sb + c * (kBK * 128), &map_b, &full[s], tn * BN + c * 64, kt * kBK, kAll);
+                  tma_load_2d_multicast(sb + c * (kBK * 128), &map_b, &full[s], b0 + c * 64, kt * kBK, kAll);
             }
           } else if constexpr (L == KFORGE_HGEMM_TN) {
-            tma_load_2d(sb, &map_b, &full[s], kt * kBK, tn * BN);
+            tma_load_2d(sb, &map_b, &full[s], kt * kBK, b0);
           } else {
 #pragma unroll
-            for (int c = 0; c < BN / 64; ++c) tma_load_2d(sb + c * (kBK * 128), &map_b, &full[s], tn * BN + c * 64, kt * kBK);
+            for (int c = 0; c < BN / 64; ++c) tma_load_2d(sb + c * (kBK * 128), &map_b, &full[s], b0 + c * 64, kt * kBK);
           }
         }
       }
@@ -379,9 +390,11 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       if constexpr (SPLITK == 1) {
         // Through the warp's staging buffer, 64 columns at a time: fragments in, whole rows out.
         ET* stage = reinterpret_cast<ET*>(smem + T::kEpiOffset) + (cw * 4 + warp) * 16 * T::kStageRow;
+        // The rows and columns this tile owns: [own_r, p.m) x [own_c, p.n) of what its boxes hold.
+        const int r0 = tile_row0(tm, BM, p), c0 = tile_col0(tn, BN, p), own_r = tm * BM, own_c = tn * BN;
 #pragma unroll
         for (int i = 0; i < T::kMmaM; ++i) {
-          const int wrow0 = tm * BM + row_off + i * 64 + warp * 16;
+          const int wrow0 = r0 + row_off + i * 64 + warp * 16;
 #pragma unroll
           for (int chunk = 0; chunk < BN / 64; ++chunk) {
 #pragma unroll
@@ -403,8 +416,8 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
 #pragma unroll
               for (int q = 0; q < 4; ++q) {
                 const int idx = q * 32 + lane, r = idx / 8, c8 = (idx % 8) * 8;
-                const int row = wrow0 + r, col = tn * BN + chunk * 64 + c8;
-                if (row < p.m && col < p.n)
+                const int row = wrow0 + r, col = c0 + chunk * 64 + c8;
+                if (row >= own_r && row < p.m && col >= own_c && col < p.n)
                   *reinterpret_cast<uint4*>(reinterpret_cast<unsigned short*>(p.c) + int64_t(row) * p.n + col) =
                       *reinterpret_cast<const uint4*>(&stage[r * T::kStageRow + c8]);
               }
@@ -415,11 +428,11 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
               // bytes in each); a pair whose address is 4-byte aligned goes out as one store.
               const unsigned short* srow = reinterpret_cast<const unsigned short*>(stage);
               unsigned short* cout = reinterpret_cast<unsigned short*>(p.c);
-              const int col = tn * BN + chunk * 64 + 2 * lane;
+              const int col = c0 + chunk * 64 + 2 * lane;
 #pragma unroll 4
               for (int r = 0; r < 16; ++r) {
                 const int row = wrow0 + r;
-                if (row >= p.m || col >= p.n) continue;
+                if (row < own_r || row >= p.m || col < own_c || col >= p.n) continue;
                 const int64_t off = int64_t(row) * p.n + col;
                 const uint32_t lo = srow[r * T::kStageRow + 2 * lane], hi = srow[r * T::kStageRow + 2 * lane + 1];
                 // 4-byte aligned address (C's base may be 2-byte aligned only: a view at an odd offset).
@@ -477,8 +490,8 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       const int my_rows = (BM - int(rank) + SPLITK - 1) / SPLITK;  // rows rank, rank + S, ...
       for (int e = ct; e < my_rows * kVec; e += cthreads) {
         const int r = int(rank) + (e / kVec) * SPLITK, c4 = e % kVec;
-        const int row = tm * BM + r, col = tn * BN + c4 * 4;
-        if (row >= p.m || col >= p.n) continue;
+        const int row = tile_row0(tm, BM, p) + r, col = tile_col0(tn, BN, p) + c4 * 4;
+        if (row < tm * BM || row >= p.m || col < tn * BN || col >= p.n) continue;
         // All S remote loads in flight at once (DSMEM latency is ~0.5 us), then summed in rank order.
         float4 v[SPLITK];
 #pragma unroll
@@ -634,6 +647,17 @@ inline bool programmatic_launch_enabled() {
   return on;
 }
 
+// Edge tiles shifted inside the tensor (Params::m_last), unless KFORGE_HGEMM_EDGE=clip (read once):
+// a TMA box that runs past the tensor's last row measured ~3 ns per missing row on the H200
+// (docs/perf-notes.md, twelfth session), which a memory-bound edge tile cannot hide.
+inline bool edge_shift_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KFORGE_HGEMM_EDGE");
+    return !(v && std::string(v) == "clip");
+  }();
+  return on;
+}
+
 // A persistent grid for `work` units on at most `slots` resident CTAs (or pairs): as few as give
 // the same number of rounds, so that every CTA does the same number of units (2048 tiles on 132
 // SMs: 128 CTAs of 16 tiles rather than 132 of 15 or 16; the spare SMs relieve L2 and power, and a
@@ -776,6 +800,11 @@ struct Gemm {
     p.tiles_m = int((pr.m + BM - 1) / BM);
     p.tiles_n = int((pr.n + BN - 1) / BN);
     p.k_tiles = int((pr.k + kBK - 1) / kBK);
+    // Shifted edge tiles: N only where C's 8-element chunks stay aligned (N % 8 == 0), so that a
+    // chunk is wholly this tile's or wholly its neighbour's.
+    const bool shift = edge_shift_enabled();
+    p.m_last = shift && p.m >= BM ? p.m - BM : (p.tiles_m - 1) * BM;
+    p.n_last = shift && p.vec_c && p.n >= BN ? p.n - BN : (p.tiles_n - 1) * BN;
     const int tiles = p.tiles_m * p.tiles_n;
     auto kernel = kernel_ptr();
     if (!prepare()) return kRunLaunchFailed;
