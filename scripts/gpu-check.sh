@@ -21,8 +21,8 @@
 #           (offgrid-kernels-variants.csv, ~40 s)
 #   offgrid-probe  issue 18's open questions measured on a few probe shapes, graph mode, tn, every
 #           variant (~10 s): M from 192 to 384 at 3072 x 8192, the same tile grid for M = 129..256
-#           (the same 128x64 ping-pong kernel took 41.5 us at M = 224 and 28.4 at 256 on the H200:
-#           does the time follow the last M tile's out-of-bounds rows?), and the decode variants
+#           (the last M tile's out-of-bounds rows cost ~3 ns each per TMA box: fixed by shifting the
+#           edge tiles, KFORGE_HGEMM_EDGE=clip for the old path; twelfth session), and the decode variants
 #           at 31x4096x4096. OFFGRID_PROBE_SHAPES overrides the list (the eleventh session's was
 #           256/224x4096x8192, 224/256x3072x8192, 256/218x4096x4096, 16/31/32x4096x4096):
 #           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
