@@ -216,6 +216,14 @@ struct Params {
   // past the tensor; the tile then overlaps its neighbour and stores only the rows (columns) that
   // are its own. Otherwise (tiles_m - 1) * BM: the box runs past the edge and TMA fills zeros.
   int m_last, n_last;
+  // Short boxes, for a problem smaller than one tile (M < BM; N < BN): the tensor maps' boxes hold
+  // only the rows that exist (rounded up to 8), so that TMA fills no rows past the edge (decode
+  // shapes: 7 of a 64-row tile's rows exist; 57 zero-filled rows per box were the ~3 ns per row
+  // of docs/perf-notes.md). The shared memory past them keeps whatever it held: it feeds only
+  // accumulator rows (columns) past M (N), which are never stored. `stage_tx` is the bytes one
+  // stage receives, `b_chunks` how many 64-column chunks of an N-major B tile are loaded.
+  uint32_t stage_tx;
+  int b_chunks;
 };
 
 // Where tile tm's (tn's) boxes start: its own first row, or for the last tile the shifted start.
@@ -293,7 +301,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
           uint8_t* sa = smem + s * T::kStageBytes;
           uint8_t* sb = sa + T::kTileA;
           // The whole stage arrives here either way: A from this CTA, B half from each CTA (multicast).
-          mbar_expect_tx(&full[s], T::kStageBytes);
+          mbar_expect_tx(&full[s], p.stage_tx);
           // (A past the last tile row: the last row's A again; the tile is computed, never stored.)
           tma_load_2d(sa, &map_a, &full[s], kt * kBK, tile_row0(tm, BM, p));
           const int b0 = tile_col0(tn, BN, p);
@@ -305,14 +313,15 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
             } else {
 #pragma unroll
               for (int c = 0; c < BN / 64; ++c)
-                if (c % MCAST == int(mc_rank))
+                if (c % MCAST == int(mc_rank) && c < p.b_chunks)
                   tma_load_2d_multicast(sb + c * (kBK * 128), &map_b, &full[s], b0 + c * 64, kt * kBK, kAll);
             }
           } else if constexpr (L == KFORGE_HGEMM_TN) {
             tma_load_2d(sb, &map_b, &full[s], kt * kBK, b0);
           } else {
 #pragma unroll
-            for (int c = 0; c < BN / 64; ++c) tma_load_2d(sb + c * (kBK * 128), &map_b, &full[s], b0 + c * 64, kt * kBK);
+            for (int c = 0; c < BN / 64; ++c)
+              if (c < p.b_chunks) tma_load_2d(sb + c * (kBK * 128), &map_b, &full[s], b0 + c * 64, kt * kBK);
           }
         }
       }
@@ -640,10 +649,7 @@ inline int sm_count() { return device_attrs(current_device()).sms; }
 
 // Programmatic dependent launch for every Hopper kernel, unless KFORGE_HGEMM_PDL=0 (read once).
 inline bool programmatic_launch_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KFORGE_HGEMM_PDL");
-    return !(v && v[0] == '0' && v[1] == '\0');
-  }();
+  static const bool on = !env_is("KFORGE_HGEMM_PDL", "0");
   return on;
 }
 
@@ -651,10 +657,7 @@ inline bool programmatic_launch_enabled() {
 // a TMA box that runs past the tensor's last row measured ~3 ns per missing row on the H200
 // (docs/perf-notes.md, twelfth session), which a memory-bound edge tile cannot hide.
 inline bool edge_shift_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KFORGE_HGEMM_EDGE");
-    return !(v && std::string(v) == "clip");
-  }();
+  static const bool on = !env_is("KFORGE_HGEMM_EDGE", "clip");
   return on;
 }
 
@@ -786,12 +789,21 @@ struct Gemm {
     if (lda % 8 != 0 || ldb % 8 != 0 ||
         (reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(B) | reinterpret_cast<uintptr_t>(C)) % 16)
       return kRunUnsupported;
+    // Short boxes where the problem is smaller than a tile (Params::stage_tx); not with
+    // KFORGE_HGEMM_EDGE=clip. A multicast pair's K-major B halves keep their full boxes.
+    const bool shift = edge_shift_enabled();
+    const uint32_t a_rows = shift && pr.m < BM ? uint32_t((pr.m + 7) / 8 * 8) : uint32_t(BM);
+    const uint32_t b_rows = shift && MCAST == 1 && pr.n < BN ? uint32_t((pr.n + 7) / 8 * 8) : uint32_t(BN / MCAST);
+    const int b_chunks = shift && pr.n < BN ? int((pr.n + 63) / 64) : BN / 64;
     CUtensorMap ma, mb;
-    if (!cached_map(&ma, A, uint64_t(pr.k), uint64_t(pr.m), lda, BM, DT)) return kRunNoTensorMap;
-    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, B, uint64_t(pr.k), uint64_t(pr.n), ldb, BN / MCAST, DT)
+    if (!cached_map(&ma, A, uint64_t(pr.k), uint64_t(pr.m), lda, a_rows, DT)) return kRunNoTensorMap;
+    const bool ok_b = L == KFORGE_HGEMM_TN ? cached_map(&mb, B, uint64_t(pr.k), uint64_t(pr.n), ldb, b_rows, DT)
                                            : cached_map(&mb, B, uint64_t(pr.n), uint64_t(pr.k), ldb, kBK, DT);
     if (!ok_b) return kRunNoTensorMap;
     Params p;
+    p.stage_tx = a_rows * 128u + (L == KFORGE_HGEMM_TN ? (MCAST == 1 ? b_rows : uint32_t(BN)) * 128u
+                                                       : uint32_t(b_chunks) * uint32_t(kBK) * 128u);
+    p.b_chunks = b_chunks;
     p.c = C;
     p.vec_c = pr.n % 8 == 0;
     p.m = int(pr.m);
@@ -802,7 +814,6 @@ struct Gemm {
     p.k_tiles = int((pr.k + kBK - 1) / kBK);
     // Shifted edge tiles: N only where C's 8-element chunks stay aligned (N % 8 == 0), so that a
     // chunk is wholly this tile's or wholly its neighbour's.
-    const bool shift = edge_shift_enabled();
     p.m_last = shift && p.m >= BM ? p.m - BM : (p.tiles_m - 1) * BM;
     p.n_last = shift && p.vec_c && p.n >= BN ? p.n - BN : (p.tiles_n - 1) * BN;
     const int tiles = p.tiles_m * p.tiles_n;

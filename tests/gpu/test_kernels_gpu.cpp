@@ -34,9 +34,12 @@ TEST_F(GpuTest, EveryKernelVariantPassesVerification) {
   ASSERT_GT(count, 0u);
   // Odd tile-row counts (a multicast pair's second CTA past the last row), long K (pipeline phases
   // wrap within a tile), and more tiles than resident CTAs (persistent CTAs and pairs loop; 2304 x
-  // 2560 is 180 tiles of 128x256).
+  // 2560 is 180 tiles of 128x256). Problems smaller than one tile (M < BM, N < BN: the Hopper
+  // kernels' short boxes, rows past the edge left unloaded) with M not a multiple of 8 and a K
+  // long enough that every stage is refilled many times.
   const Shape shapes[] = {{64, 64, 64},    {200, 136, 72}, {1000, 520, 1032}, {128, 256, 8192},
-                          {8, 8, 8},       {384, 512, 24}, {2304, 2560, 192}};
+                          {8, 8, 8},       {384, 512, 24}, {2304, 2560, 192}, {7, 200, 1032},
+                          {30, 40, 4096}};
   int verified = 0, failed = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
