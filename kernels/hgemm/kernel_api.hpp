@@ -50,13 +50,17 @@ inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
          a.max_n == b.max_n && a.warps_n == b.warps_n;
 }
 
+// Whether environment variable `name` is set to exactly `value`. The kernels' A/B switches
+// (KFORGE_HGEMM_DECODE_SPLITS, _EDGE, _PDL, _NN_CALIBRATE) read it once each, into a static.
+inline bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
 // How auto_splits chooses: KFORGE_HGEMM_DECODE_SPLITS=fill for the first rule (as many splits as
 // fill one wave, none once the column tiles alone do), for A/B measurements; else `balance`.
 inline bool decode_splits_fill() {
-  static const bool fill = [] {
-    const char* v = std::getenv("KFORGE_HGEMM_DECODE_SPLITS");
-    return v != nullptr && std::strcmp(v, "fill") == 0;
-  }();
+  static const bool fill = env_is("KFORGE_HGEMM_DECODE_SPLITS", "fill");
   return fill;
 }
 

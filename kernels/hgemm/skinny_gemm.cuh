@@ -69,10 +69,7 @@ namespace kforge::kernels::skinny {
 // Programmatic dependent launch unless KFORGE_HGEMM_PDL=0 (read once; the sm_90a family reads the
 // same variable).
 inline bool pdl_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KFORGE_HGEMM_PDL");
-    return !(v && v[0] == '0' && v[1] == '\0');
-  }();
+  static const bool on = !env_is("KFORGE_HGEMM_PDL", "0");
   return on;
 }
 
