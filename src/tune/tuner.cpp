@@ -43,8 +43,26 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<const kernels::KernelVariant*> out;
-  for (const auto& r : ranked)
-    if (max_variants == 0 || int(out.size()) < max_variants) out.push_back(r.second);
+  if (max_variants == 0) {
+    for (const auto& r : ranked) out.push_back(r.second);
+    return out;
+  }
+  // The model ranks across families worst (decode shapes: the decode family against the Hopper
+  // tiles' 64 padded rows), so each family that can run the problem sends its best-predicted
+  // quarter of the budget (at least two) first; the rest of the budget goes by overall rank.
+  // The result stays in predicted order.
+  const int quota = std::max(2, max_variants / 4);
+  std::vector<bool> take(ranked.size(), false);
+  int taken = 0;
+  for (int fam : {int(kernels::Family::kSm90), int(kernels::Family::kSm80), int(kernels::Family::kSkinny)}) {
+    int n = 0;
+    for (size_t i = 0; i < ranked.size() && n < quota && taken < max_variants; ++i)
+      if (int(ranked[i].second->config.family) == fam && !take[i]) take[i] = true, ++n, ++taken;
+  }
+  for (size_t i = 0; i < ranked.size() && taken < max_variants; ++i)
+    if (!take[i]) take[i] = true, ++taken;
+  for (size_t i = 0; i < ranked.size(); ++i)
+    if (take[i]) out.push_back(ranked[i].second);
   return out;
 }
 

@@ -22,8 +22,8 @@ namespace kforge {
 kernels::DeviceModel device_model(const DeviceInfo& dev, const Ceilings& ceil);
 // The tuner's ranking of `v` on `sh`: the shared cost model with its resident CTAs on device 0.
 double predicted_us(const kernels::KernelVariant& v, const Shape& sh, const DeviceInfo& dev, const Ceilings& ceil);
-// The variants able to run `prob` on this device, best predicted first; the first `max_variants`
-// (0: all).
+// The variants able to run `prob` on this device, best predicted first: all (max_variants 0), or
+// `max_variants` of them, each family's best-predicted quarter (at least two) among them.
 std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem& prob, const DeviceInfo& dev,
                                                             const Ceilings& ceil, int max_variants);
 // Device workspace that kforge's launches need over a set of problems: the largest of every
