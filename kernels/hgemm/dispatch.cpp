@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace kforge::kernels {
@@ -39,6 +40,11 @@ double neighbour_radius() {
     return 0.35;
   }();
   return r;
+}
+
+bool neighbour_calibration() {
+  static const bool on = !env_is("KFORGE_HGEMM_NN_CALIBRATE", "0");
+  return on;
 }
 
 bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
@@ -164,13 +170,16 @@ Dispatcher::Dispatcher(const DispatchEntry* table, size_t n)
     exact_[problem_hash(e.m, e.n, e.k, e.layout, e.acc, e.dtype)].push_back(i);
     const KernelVariant* v = find_variant(e.variant);
     if (!v || e.m < 1 || e.n < 1 || e.k < 1) continue;
+    const double us = std::isfinite(e.us) && e.us > 0 ? e.us : 0.0;
     const Coord c{std::log(double(e.m)), std::log(double(e.n)), std::log(double(e.k)), v, e.layout, e.acc, e.dtype,
-                  small_m_regime(e.m), small_n_regime(e.n), padded_twin(*v)};
+                  small_m_regime(e.m), small_n_regime(e.n), padded_twin(*v), e.m, e.n, e.k, us};
     coords_.push_back(c);
-    // An fp16 entry proposes its bf16 twin to bf16 problems (see the header).
+    // An fp16 entry proposes its bf16 twin to bf16 problems (see the header); the fp16 time does
+    // not calibrate the twin.
     if (e.dtype == KFORGE_HGEMM_F16 && e.acc == KFORGE_HGEMM_ACC_F32)
       if (const KernelVariant* b = dtype_twin(*v, KFORGE_HGEMM_BF16))
-        coords_.push_back({c.lm, c.ln, c.lk, b, e.layout, e.acc, KFORGE_HGEMM_BF16, c.small_m, c.small_n, padded_twin(*b)});
+        coords_.push_back({c.lm, c.ln, c.lk, b, e.layout, e.acc, KFORGE_HGEMM_BF16, c.small_m, c.small_n, padded_twin(*b),
+                           e.m, e.n, e.k, 0.0});
   }
 }
 
@@ -193,6 +202,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   struct Near {
     double dist;
     const KernelVariant* v;
+    const Coord* c;
   };
   std::vector<Near> near;
   double nearest = std::numeric_limits<double>::infinity();
@@ -207,28 +217,44 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
     const KernelVariant* v = c.v->supports(&p) ? c.v : c.twin && c.twin->supports(&p) ? c.twin : nullptr;
     if (!v) continue;
     if (dist < nearest) nearest = dist;
-    near.push_back({dist, v});
+    near.push_back({dist, v, &c});
   }
   if (near.empty()) return nullptr;
   // The nearest entry and those within the radius of it, each variant once; at most 16 proposals.
   std::sort(near.begin(), near.end(), [](const Near& a, const Near& b) { return a.dist < b.dist; });
-  std::vector<const KernelVariant*> proposals;
+  // Each proposal with the factor that calibrates the model to its nearest entry's measurement
+  // (1 where the entry holds none, or calibration is off).
+  struct Proposal {
+    const KernelVariant* v;
+    double scale;
+  };
+  std::vector<Proposal> proposals;
   bool padded = false;
+  const bool calibrate = neighbour_calibration();
   for (const Near& x : near) {
     if (x.dist > nearest + neighbour_radius() * (1 + 1e-12) + 1e-12) break;
-    if (std::find(proposals.begin(), proposals.end(), x.v) == proposals.end()) proposals.push_back(x.v);
+    if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == x.v; }) != proposals.end())
+      continue;
+    double scale = 1.0;
+    if (calibrate && x.c->us > 0 && x.v == x.c->v) {  // a padded twin ran nowhere: not calibrated
+      kforge_hgemm_problem at = p;
+      at.m = x.c->m, at.n = x.c->n, at.k = x.c->k;
+      const double model_there = predicted_us(*x.v, at, d, dev);
+      if (model_there > 0 && std::isfinite(model_there)) scale = x.c->us / model_there;
+    }
+    proposals.push_back({x.v, scale});
     padded |= x.v->config.pad;
     if (proposals.size() >= 16) break;
   }
   // A padded twin pays its copies (two or three launches on a small shape): the best variant without
   // TMA, which needs none, competes with it.
   if (padded)
-    if (const KernelVariant* plain = model_choice(p, d, dev, 80)) proposals.push_back(plain);
+    if (const KernelVariant* plain = model_choice(p, d, dev, 80)) proposals.push_back({plain, 1.0});
   const KernelVariant* best = nullptr;
   double best_us = std::numeric_limits<double>::infinity();
-  for (const KernelVariant* v : proposals) {  // in order of distance: equal predictions keep the nearest
-    const double us = predicted_us(*v, p, d, dev);
-    if (us < best_us) best_us = us, best = v;
+  for (const Proposal& q : proposals) {  // in order of distance: equal predictions keep the nearest
+    const double us = predicted_us(*q.v, p, d, dev) * q.scale;
+    if (us < best_us) best_us = us, best = q.v;
   }
   return best;
 }

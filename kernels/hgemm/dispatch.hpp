@@ -14,7 +14,12 @@
 //     (log M, log N, log K) (a TMA winner proposes its padded twin for K or N % 8 != 0); the nearest entry and every entry
 //     within kNeighbourRadius of it propose their variants, and the cost model (cost_model.hpp)
 //     picks among the proposals (a tie-break between near-equal neighbours, which also sees this
-//     shape's own wave count);
+//     shape's own wave count). Calibrated: a proposal whose entry holds its measured time is
+//     predicted at this shape as that time x the model's ratio between this shape and the entry's,
+//     so that the model only extrapolates each variant from where it was measured and never ranks
+//     two families against each other from its own figures alone (its weakest point: decode
+//     shapes, the decode family against the Hopper tiles). KFORGE_HGEMM_NN_CALIBRATE=0 ranks by
+//     the plain model (read once), for A/B measurements;
 //  3. no neighbour can serve it (no table, or no tuned entry of its regime): the cost model's best
 //     over every variant that supports it on this device (for a decode shape, over the decode
 //     family's variants that serve it).
@@ -36,13 +41,17 @@ struct DispatchEntry {
   kforge_hgemm_layout layout;
   kforge_hgemm_acc acc;
   const char* variant;  // a name from variants()
-  kforge_hgemm_dtype dtype = KFORGE_HGEMM_F16;  // last, so that {m, n, k, layout, acc, variant} is an fp16 entry
+  kforge_hgemm_dtype dtype = KFORGE_HGEMM_F16;  // after variant, so that {m, n, k, layout, acc, variant} is an fp16 entry
+  double us = 0;  // the winner's measured time on this shape (0: not known), which calibrates step 2
 };
 
 // Neighbours within this distance (natural log units, over the three sizes together) of the
 // nearest one propose their variants too: 0.35 is half a factor-of-two step of the tuned grid.
 // KFORGE_HGEMM_NN_RADIUS overrides it (read once; 0: the nearest entries only).
 double neighbour_radius();
+// Whether step 2 calibrates the model on the neighbours' measured times (KFORGE_HGEMM_NN_CALIBRATE,
+// default on; "0" turns it off). Read once.
+bool neighbour_calibration();
 
 // Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).
 bool runs_on(const KernelVariant& v, int cc);
@@ -115,6 +124,8 @@ class Dispatcher {
     bool small_m;              // small_m_regime(m)
     bool small_n;              // small_n_regime(n)
     const KernelVariant* twin;  // v's padded twin (K or N % 8 != 0), or nullptr
+    int64_t m, n, k;            // the entry's shape
+    double us;                  // its winner's measured time (0: unknown)
   };
   const DispatchEntry* table_;
   size_t n_;

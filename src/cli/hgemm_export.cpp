@@ -101,10 +101,10 @@ std::string dispatch_table_source(const DispatchTable& t, const std::string& ori
     s += "namespace {\n\nconst kforge::kernels::DispatchEntry kEntries[] = {\n";
     for (size_t i = 0; i < t.size(); ++i) {
       const kernels::DispatchEntry& e = t.data()[i];
-      s += strf("    {%lld, %lld, %lld, %s, %s, %s, %s},\n", (long long)e.m, (long long)e.n, (long long)e.k,
+      s += strf("    {%lld, %lld, %lld, %s, %s, %s, %s, %.6g},\n", (long long)e.m, (long long)e.n, (long long)e.k,
                 e.layout == KFORGE_HGEMM_TN ? "KFORGE_HGEMM_TN" : "KFORGE_HGEMM_NN",
                 e.acc == KFORGE_HGEMM_ACC_F16 ? "KFORGE_HGEMM_ACC_F16" : "KFORGE_HGEMM_ACC_F32",
-                c_literal(e.variant).c_str(), e.dtype == KFORGE_HGEMM_BF16 ? "KFORGE_HGEMM_BF16" : "KFORGE_HGEMM_F16");
+                c_literal(e.variant).c_str(), e.dtype == KFORGE_HGEMM_BF16 ? "KFORGE_HGEMM_BF16" : "KFORGE_HGEMM_F16", e.us);
     }
     s += "};\n\n}  // namespace\n\n";
     s += "const kforge::kernels::DispatchEntry* table(size_t* count) {\n"

@@ -85,7 +85,8 @@ void DispatchTable::rebuild() {
     const auto& r = rows_[i];
     entries_.push_back({r.at("m").get<int64_t>(), r.at("n").get<int64_t>(), r.at("k").get<int64_t>(),
                         layout_of(r.at("layout").get<std::string>(), "table"),
-                        acc_of(r.at("acc").get<std::string>(), "table"), names_[i].c_str(), dtype_of(r, "table")});
+                        acc_of(r.at("acc").get<std::string>(), "table"), names_[i].c_str(), dtype_of(r, "table"),
+                        r.contains("us") && r.at("us").is_number() ? r.at("us").get<double>() : 0.0});
   }
 }
 
