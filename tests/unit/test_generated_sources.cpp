@@ -2,16 +2,37 @@
 // when a generator changed and its output was not written again (or the output was edited by hand).
 //   kernels/hgemm/wgmma_ops.cuh   <- scripts/gen-wgmma.py
 //   data/shapes/offgrid.txt       <- scripts/gen-offgrid-shapes.py
+//   data/shapes/decode-train.txt  <- scripts/gen-decode-shapes.py
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "../support/process.hpp"
 
 namespace kforge {
 namespace {
+
+// The MxNxK lines of a shapes file (comments after '#' and comment lines skipped).
+std::vector<std::array<long long, 3>> read_shapes(const std::string& path) {
+  const std::string text = test::slurp(path);
+  std::vector<std::array<long long, 3>> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    long long m = 0, n = 0, k = 0;
+    EXPECT_EQ(std::sscanf(line.c_str(), "%lldx%lldx%lld", &m, &n, &k), 3) << line;
+    out.push_back({m, n, k});
+  }
+  return out;
+}
 
 void expect_generated(const std::string& generator, const std::string& output) {
   const std::string src = KFORGE_SOURCE_DIR;
@@ -51,6 +72,19 @@ TEST(GeneratedSources, OffgridShapesMatchTheirGenerator) {
     ++shapes;
   }
   EXPECT_GE(shapes, 200);
+}
+
+TEST(GeneratedSources, DecodeTrainingShapesMatchTheirGenerator) {
+  expect_generated("scripts/gen-decode-shapes.py", "data/shapes/decode-train.txt");
+  // Tuned into the shipped table: none of them may be a benchmark shape, and each is a decode shape
+  // (M or N at most 32, the dispatcher's small regimes).
+  const std::string dir = std::string(KFORGE_SOURCE_DIR) + "/data/shapes/";
+  const auto bench = read_shapes(dir + "offgrid.txt"), train = read_shapes(dir + "decode-train.txt");
+  EXPECT_GE(train.size(), 200u);
+  for (const auto& s : train) {
+    EXPECT_TRUE(s[0] <= 32 || s[1] <= 32) << s[0] << "x" << s[1] << "x" << s[2];
+    EXPECT_EQ(std::count(bench.begin(), bench.end(), s), 0) << s[0] << "x" << s[1] << "x" << s[2] << " is a benchmark shape";
+  }
 }
 
 }  // namespace

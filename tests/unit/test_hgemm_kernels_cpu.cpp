@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include "core/text.hpp"
 #include "kernels/hgemm/dispatch.hpp"
 #include "ops/hgemm_table.hpp"
+#include "tune/tuner.hpp"
 #include "../support/process.hpp"
 
 namespace kforge {
@@ -474,6 +476,64 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
   const kernels::Dispatcher d2(tuned, 1);
   EXPECT_EQ(d2.resolve(prob(8, 4096, 4096), h, -1).how, kernels::Choice::How::kTable);
   EXPECT_EQ(d2.resolve(prob(9, 4096, 4096), h, -1).how, kernels::Choice::How::kNeighbour);
+}
+
+// Step 2 calibrated: each proposal is predicted as its entry's measured time x the model's ratio
+// between the problem and the entry's shape, so that measurements decide between two families
+// the model ranks the other way. Entries without a time fall back to the plain model.
+TEST(HgemmKernels, NeighboursAreCalibratedOnTheirMeasuredTimes) {
+  const char* hopper = "sm90_tn_f32_64x128_s4_c1_k4_g0_false";
+  const char* decode = "skinny_tn_f32_m8x64x128_w4_s4";
+  ASSERT_NE(kernels::find_variant(hopper), nullptr);
+  ASSERT_NE(kernels::find_variant(decode), nullptr);
+  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  const kforge_hgemm_problem p = prob(8, 4096, 4096);
+  // Two neighbours at the same distance (a factor of two away, in N and in K).
+  auto pick = [&](double us_hopper, double us_decode) {
+    const kernels::DispatchEntry t[] = {
+        {8, 8192, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, hopper, KFORGE_HGEMM_F16, us_hopper},
+        {8, 4096, 8192, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, decode, KFORGE_HGEMM_F16, us_decode}};
+    const kernels::Dispatcher d(t, 2);
+    const kernels::Choice c = d.resolve(p, h, -1);
+    EXPECT_EQ(c.how, kernels::Choice::How::kNeighbour);
+    return c.variant ? std::string(c.variant->name) : std::string("(none)");
+  };
+  // Whichever way the measurements point, they decide (a factor of 20 between them).
+  EXPECT_EQ(pick(10.0, 200.0), hopper);
+  EXPECT_EQ(pick(200.0, 10.0), decode);
+  // Without times: the plain model's ranking of the two.
+  const double model_hopper = kernels::predicted_us(*kernels::find_variant(hopper), p, h, -1);
+  const double model_decode = kernels::predicted_us(*kernels::find_variant(decode), p, h, -1);
+  EXPECT_EQ(pick(0.0, 0.0), model_hopper < model_decode ? hopper : decode);
+  // Only one measured: it is compared with the other's plain prediction.
+  const kernels::DispatchEntry one[] = {
+      {8, 8192, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, hopper, KFORGE_HGEMM_F16, 1e6},
+      {8, 4096, 8192, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, decode}};
+  EXPECT_STREQ(kernels::Dispatcher(one, 2).resolve(p, h, -1).variant->name, decode);
+}
+
+// The tuner's preselection keeps each family's best-predicted quarter of the budget: on a decode
+// shape the Hopper tiles and the decode family are both measured, whichever the model prefers.
+TEST(HgemmKernels, TunerMeasuresEveryFamilysBestPredicted) {
+  DeviceInfo dev;
+  dev.cc_major = 9;
+  dev.cc_minor = 0;
+  dev.sm_count = 132;
+  const Ceilings ceil{};
+  for (Shape sh : {Shape{8, 4096, 4096}, Shape{28, 37888, 3584}, Shape{16384, 8, 4096}, Shape{4096, 4096, 4096}}) {
+    const HgemmProblem prob_{sh, Layout::kTN, Acc::kF32};
+    const auto picked = runnable_variants(prob_, dev, ceil, 8);
+    EXPECT_EQ(picked.size(), 8u) << sh.str();
+    std::map<kernels::Family, int> per;
+    for (const auto* v : picked) ++per[v->config.family];
+    EXPECT_GE(per[kernels::Family::kSm90], 2) << sh.str();
+    EXPECT_GE(per[kernels::Family::kSm80], 2) << sh.str();
+    if (sh.m <= 32 || sh.n <= 32) EXPECT_GE(per[kernels::Family::kSkinny], 2) << sh.str();
+    // Still in predicted order.
+    for (size_t i = 1; i < picked.size(); ++i)
+      EXPECT_LE(predicted_us(*picked[i - 1], sh, dev, ceil), predicted_us(*picked[i], sh, dev, ceil)) << sh.str();
+  }
+  EXPECT_GT(runnable_variants(HgemmProblem{Shape{8, 4096, 4096}, Layout::kTN, Acc::kF32}, dev, ceil, 0).size(), 8u);
 }
 
 TEST(HgemmKernels, VariantsFingerprintNamesThisBuildsSet) {
