@@ -2,7 +2,8 @@
 // when a generator changed and its output was not written again (or the output was edited by hand).
 //   kernels/hgemm/wgmma_ops.cuh   <- scripts/gen-wgmma.py
 //   data/shapes/offgrid.txt       <- scripts/gen-offgrid-shapes.py
-//   data/shapes/decode-train.txt  <- scripts/gen-decode-shapes.py
+//   data/shapes/decode-train.txt  <- scripts/gen-train-shapes.py decode
+//   data/shapes/fill-train.txt    <- scripts/gen-train-shapes.py fill
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,16 +35,16 @@ std::vector<std::array<long long, 3>> read_shapes(const std::string& path) {
   return out;
 }
 
-void expect_generated(const std::string& generator, const std::string& output) {
+void expect_generated(const std::string& generator, const std::string& output, const std::string& args = "") {
   const std::string src = KFORGE_SOURCE_DIR;
   if (std::system("python3 -c 'import sys' >/dev/null 2>&1") != 0) GTEST_SKIP() << "SKIPPED: no python3";
   const std::string fresh = test::temp_dir() + "/fresh";
-  const std::string cmd = "python3 " + src + "/" + generator + " >" + fresh + " 2>&1";
+  const std::string cmd = "python3 " + src + "/" + generator + (args.empty() ? "" : " " + args) + " >" + fresh + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << generator << " failed:\n" << test::slurp(fresh);
   const std::string want = test::slurp(fresh), have = test::slurp(src + "/" + output);
   ASSERT_FALSE(want.empty()) << generator << " wrote nothing";
   EXPECT_TRUE(want == have) << output << " differs from what " << generator << " writes now; run\n  python3 "
-                            << generator << " > " << output << "\nand commit both.";
+                            << generator << (args.empty() ? "" : " " + args) << " > " << output << "\nand commit both.";
 }
 
 TEST(GeneratedSources, WgmmaWrappersMatchTheirGenerator) {
@@ -74,17 +75,31 @@ TEST(GeneratedSources, OffgridShapesMatchTheirGenerator) {
   EXPECT_GE(shapes, 200);
 }
 
-TEST(GeneratedSources, DecodeTrainingShapesMatchTheirGenerator) {
-  expect_generated("scripts/gen-decode-shapes.py", "data/shapes/decode-train.txt");
-  // Tuned into the shipped table: none of them may be a benchmark shape, and each is a decode shape
-  // (M or N at most 32, the dispatcher's small regimes).
+// A training set tuned into the shipped table: none of it a benchmark shape, each of it `in_set`.
+void expect_training_set(const std::string& name, size_t at_least, bool (*in_set)(long long, long long, long long)) {
+  expect_generated("scripts/gen-train-shapes.py", "data/shapes/" + name + "-train.txt", name);
   const std::string dir = std::string(KFORGE_SOURCE_DIR) + "/data/shapes/";
-  const auto bench = read_shapes(dir + "offgrid.txt"), train = read_shapes(dir + "decode-train.txt");
-  EXPECT_GE(train.size(), 200u);
+  const auto bench = read_shapes(dir + "offgrid.txt"), train = read_shapes(dir + name + "-train.txt");
+  EXPECT_GE(train.size(), at_least);
   for (const auto& s : train) {
-    EXPECT_TRUE(s[0] <= 32 || s[1] <= 32) << s[0] << "x" << s[1] << "x" << s[2];
+    EXPECT_TRUE(in_set(s[0], s[1], s[2])) << s[0] << "x" << s[1] << "x" << s[2];
     EXPECT_EQ(std::count(bench.begin(), bench.end(), s), 0) << s[0] << "x" << s[1] << "x" << s[2] << " is a benchmark shape";
   }
+}
+
+TEST(GeneratedSources, DecodeTrainingShapesMatchTheirGenerator) {
+  // The dispatcher's small regimes: M or N at most 32.
+  expect_training_set("decode", 200, [](long long m, long long n, long long) { return m <= 32 || n <= 32; });
+}
+
+TEST(GeneratedSources, FillTrainingShapesMatchTheirGenerator) {
+  // Between the grid's sizes: none of M, N, K a power of two.
+  expect_training_set("fill", 300, [](long long m, long long n, long long k) {
+    for (long long v : {m, n, k})
+      if ((v & (v - 1)) == 0) return false;
+    return true;
+  });
+  EXPECT_NE(std::system(("python3 " + std::string(KFORGE_SOURCE_DIR) + "/scripts/gen-train-shapes.py bogus >/dev/null 2>&1").c_str()), 0);
 }
 
 }  // namespace
