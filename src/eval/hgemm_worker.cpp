@@ -1118,20 +1118,15 @@ class Judge {
       const double t_attempt = now_us();
       for (int i = 0; i < r_.samples; ++i)
         if (!pair_round()) return;
-      const double t_base = now_us() - t_attempt;
       // More rounds while the median's standard error exceeds 0.5%: up to three times as many
       // (a verdict is meant to repeat within +-2%: five verdicts of kforge's own sm_80 kernel at
-      // 4096^3 spread over 2.8-4.3% with 7 rounds each on the H200) while the attempt has lasted
-      // under 1.6 times its first rounds (or a second), and where rounds are cheap (launch-bound
-      // shapes, a few us a call, whose rounds spread by 30% on the H200) up to forty times as many
-      // within a second. The time bound keeps a warm verdict at 4096^3 within its 5 s: the
-      // thirteenth session's two over 5 s (6.7 and 6.9 s) were the ones that took all 21 rounds,
-      // 3.9-4.2 s of timing against 1.3-1.7 s.
+      // 4096^3 spread over 2.8-4.3% with 7 rounds each on the H200), and where rounds are cheap
+      // (launch-bound shapes, a few us a call, whose rounds spread by 30% on the H200) up to
+      // forty times as many within a second.
       const auto more = [&] {
         if (r_.samples < 5 || median_se() <= 0.005) return false;
-        const double spent = now_us() - t_attempt;
-        if (int(ratios.size()) < 3 * r_.samples && spent < std::max(1e6, 1.6 * t_base)) return true;
-        return int(ratios.size()) < 40 * r_.samples && spent < 1e6;
+        if (int(ratios.size()) < 3 * r_.samples) return true;
+        return int(ratios.size()) < 40 * r_.samples && now_us() - t_attempt < 1e6;
       };
       while (more())
         if (!pair_round()) return;
