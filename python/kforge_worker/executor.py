@@ -241,7 +241,8 @@ class Executor:
         if diff:
             out.append(["precision_downgrade", "%s: precision switches changed: %s" % (when, diff)])
         glob = guards.global_state(torch)
-        gdiff = {k: [self.glob[k], glob.get(k)] for k in self.glob if glob.get(k) != self.glob[k]}
+        gdiff = {k: [self.glob[k], glob.get(k)] for k in self.glob
+                 if glob.get(k) != self.glob[k] and k not in guards.CANDIDATE_MAY_SET}
         if gdiff:
             out.append(["monkey_patch", "%s: global switches changed: %s" % (when, gdiff)])
         threads = guards.python_threads()

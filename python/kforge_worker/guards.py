@@ -122,6 +122,14 @@ def precision_lowered(key, old, new):
     return True
 
 
+# Global switches a candidate may set in its own process: they change which algorithm runs, never
+# the precision (cuDNN's TF32 is its own switch, in precision_state) and never the baseline, which
+# runs in a process of its own. cudnn.benchmark is the common one: KernelBench-style solutions set it
+# to let cuDNN time its convolution algorithms once per shape (during the judge's verification
+# calls, before any timing).
+CANDIDATE_MAY_SET = frozenset({"cudnn.benchmark"})
+
+
 def global_state(torch):
     s = {}
 

@@ -72,6 +72,9 @@ DUNDER_ATTRS = set(_PY["dunder_attrs"])       # .X anywhere -> introspection
 # Dotted names (after alias resolution), matched as prefixes; the first match decides (None: allowed).
 DOTTED = [(name, rule) for name, rule in _PY["dotted"]]
 PRECISION_WORDS = set(_PY["precision_words"])  # .X or a call of X -> precision_settings
+# Module attributes a candidate may assign (after alias resolution, exact names): switches of its
+# own process that change no precision (guards.CANDIDATE_MAY_SET is the run-time side).
+SETTABLE = set(_PY.get("settable", []))
 ATEN_COMPUTE = re.compile(_PY["aten_compute"])  # policy require_cuda_kernel: ATen compute from C++
 
 
@@ -363,6 +366,14 @@ def _strip_c_comments(text):
     return re.sub(r"//[^\n]*", "", text)
 
 
+def _allowed_dotted(full):
+    """Whether the first rule of DOTTED that `full` falls under allows it (rule null)."""
+    for prefix, rule in DOTTED:
+        if full == prefix or full.startswith(prefix + "."):
+            return rule is None
+    return False
+
+
 def _dotted(node):
     parts = []
     while isinstance(node, ast.Attribute):
@@ -470,6 +481,11 @@ class _Scanner(ast.NodeVisitor):
             self.add("introspection", node.attr, node)
         if node.attr in PRECISION_WORDS:
             self.add("precision_settings", node.attr, node)
+        # A name the rules allow (rule null, e.g. torch.backends.cudnn.benchmark) is not searched
+        # again through its prefixes (torch.backends: precision_settings): the chain holds nothing
+        # but those names.
+        if full is not None and _allowed_dotted(full):
+            return
         self.generic_visit(node)
 
     def visit_Name(self, node):
@@ -523,7 +539,8 @@ class _Scanner(ast.NodeVisitor):
             d = _dotted(t)
             root = d.split(".")[0] if d else None
             if root and (root in self.modules):
-                self.add("monkey_patch", self.resolve(d) + " =", node)
+                if self.resolve(d) not in SETTABLE:
+                    self.add("monkey_patch", self.resolve(d) + " =", node)
             elif root and root != "self" and root in self._class_names:
                 self.add("monkey_patch", d + " =", node)
 
