@@ -366,12 +366,19 @@ def _strip_c_comments(text):
     return re.sub(r"//[^\n]*", "", text)
 
 
-def _allowed_dotted(full):
-    """Whether the first rule of DOTTED that `full` falls under allows it (rule null)."""
+def _dotted_rule(full):
+    """The first rule of DOTTED that `full` falls under: (True, rule), rule None where it allows
+    the name; (False, None) where none does."""
     for prefix, rule in DOTTED:
         if full == prefix or full.startswith(prefix + "."):
-            return rule is None
-    return False
+            return True, rule
+    return False, None
+
+
+def _allowed_dotted(full):
+    """Whether the first rule of DOTTED that `full` falls under allows it (rule null)."""
+    matched, rule = _dotted_rule(full)
+    return matched and rule is None
 
 
 def _dotted(node):
@@ -465,10 +472,9 @@ class _Scanner(ast.NodeVisitor):
                     self.add(rule, full, node)
         if parts[0] == "sys" and len(parts) > 1 and parts[1] in SYS_ATTRS:
             self.add(SYS_ATTRS[parts[1]], full, node)
-        for prefix, rule in DOTTED:
-            if full == prefix or full.startswith(prefix + "."):
-                self.add(rule, full, node)
-                break
+        matched, rule = _dotted_rule(full)
+        if matched:
+            self.add(rule, full, node)
         if parts[-1] in PRECISION_WORDS:
             self.add("precision_settings", full, node)
         if parts[-1] in ("load_inline", "load") and "cpp_extension" in full:
