@@ -74,6 +74,41 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   return std::max(mem_us, mma_us) + reduce_us + 2.0;
 }
 
+// The fraction of the nominal tensor peak one sm90 tile sustains over its K loop, by tile shape and
+// schedule (KernelConfig fields only). Fitted on the H200 (fourteenth session, docs/perf-notes.md):
+// the all-variant tune of data/shapes/fill-train.txt (166 shapes of >= 5e9 FLOP x 2 layouts,
+// offline), each time taken as the FLOP of the whole rounds the tiles run in; medians 1.00
+// (128x256 and 256x128, persistent), 0.97 (128x192), 0.94 / 0.96 (128x128 cooperative /
+// ping-pong), 0.90 (64x256 ping-pong), 0.71 (128x64 ping-pong), 0.59 (64x128), 0.24 (64x64, one
+// consumer warpgroup). The 128x128 tiles are nearly as efficient as the 128x256 ones, so on shapes
+// whose 128x256 tiles leave a last round mostly empty (2042x5120x5120: 320 tiles, 3 rounds on 132
+// SMs, against 5 full rounds of 128x128) the smaller tile wins; the older rule (0.55 + 0.4 x area
+// / 128x256) could not see it. Not persistent: x0.93 (x0.96 from 128x256 up); ping-pong x1.02;
+// TMA multicast pairs x0.95 (x0.98 from 128x256 up).
+inline double sm90_tile_efficiency(const KernelConfig& c) {
+  const double area = double(c.bm) * c.bn;
+  // Log-linear between the measured tile areas.
+  static constexpr double kArea[] = {4096, 8192, 16384, 24576, 32768};
+  static constexpr double kEff[] = {0.26, 0.68, 0.94, 0.97, 1.00};
+  double base = kEff[0];
+  if (area >= kArea[4]) {
+    base = kEff[4];
+  } else if (area > kArea[0]) {
+    for (int i = 1; i < 5; ++i)
+      if (area <= kArea[i]) {
+        const double t = std::log(area / kArea[i - 1]) / std::log(kArea[i] / kArea[i - 1]);
+        base = kEff[i - 1] + t * (kEff[i] - kEff[i - 1]);
+        break;
+      }
+  }
+  if (c.bm < 128 && c.bn >= 256) base *= 0.96;  // 64x256: one warpgroup's rows per tile
+  const bool wide = area >= 32768;
+  if (!c.persistent) base *= wide ? 0.96 : 0.93;
+  else if (c.pingpong) base *= 1.02;
+  if (c.multicast > 1) base *= wide ? 0.98 : 0.95;
+  return base;
+}
+
 // Predicted microseconds of configuration `c` on M x N x K. `resident` is how many CTAs of the
 // variant fit at once on the device (whole clusters: a split-K cluster must fit in one GPC, so
 // fewer may than SMs); 0 when unknown (then one per SM). Waves of resident CTAs times one CTA's
@@ -86,13 +121,19 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   const double ctas = cta_count(c, m, n);
   const double sms = std::max(1, d.sms);
   const double res = resident > 0 ? double(resident) : sms;
-  // Waves of resident CTAs; CTAs sharing an SM in a wave share its tensor cores.
-  const double waves = c.persistent ? std::max(1.0, ctas / res) : std::ceil(ctas / res);
+  // Waves of resident CTAs; CTAs sharing an SM in a wave share its tensor cores. A persistent grid
+  // runs whole rounds as well (balanced_grid: every CTA the same number of tiles, ceil(tiles /
+  // slots) of them), so its last round costs a whole tile time however few tiles it holds.
+  const double waves = std::ceil(ctas / res);
   const double sharing = std::max(1.0, std::min(ctas, res) / sms);
   const double area = double(c.bm) * c.bn;
   // Multicast pairs get no credit: measured 25-58% slower than their twins on the H200
   // (docs/perf-notes.md, fourth session), against +2.7% published on an H100.
-  const double eff = c.family == Family::kSm90 ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0)) : 0.35;
+  // A tile whose rows are mostly padding (decode shapes) keeps the area rule the decode entries
+  // were tuned and calibrated with; every other sm90 tile the measured efficiencies.
+  const double eff = c.family != Family::kSm90 ? 0.35
+                     : 2 * m < c.bm            ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
+                                               : 0.92 * sm90_tile_efficiency(c);
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
   double tile_us = 2.0 * area * k_per / (tflops * 1e6 / sms * eff);

@@ -46,6 +46,11 @@ bool neighbour_calibration() {
   return on;
 }
 
+bool neighbour_siblings() {
+  static const bool on = !env_is("KFORGE_HGEMM_NN_SIBLINGS", "0");
+  return on;
+}
+
 bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
 
 int64_t small_m_limit() {
@@ -244,6 +249,28 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
     proposals.push_back({x.v, scale});
     padded |= x.v->config.pad;
     if (proposals.size() >= 16) break;
+  }
+  // Outside the decode regime the nearest winner's relatives compete too: every unsplit sm90
+  // variant of the same layout, accumulation and dtype (its padded twin where the rows need one),
+  // predicted by the model at this shape with the nearest proposal's calibration. The neighbours
+  // were tuned at shapes whose last round of tiles may fill well where this one's does not
+  // (3072^3: the grid's 128x256 winner runs 288 tiles in 3 rounds on 132 SMs, 102 us, where
+  // 128x192 runs 384 in 3 full ones, 79 us), and the model ranks such tiles within a few percent
+  // (cost_model.hpp, sm90_tile_efficiency). Split-K clusters are left to the table: the model's
+  // figures for them are its weakest outside decode shapes.
+  if (!small_m && !small_n && !proposals.empty() && neighbour_siblings() && d.cc == 90) {
+    const double scale = proposals.front().scale;
+    const bool want_pad = proposals.front().v->config.pad;
+    size_t count = 0;
+    const KernelVariant* all = variants(&count);
+    for (size_t i = 0; i < count; ++i) {
+      const KernelVariant& v = all[i];
+      if (v.config.family != Family::kSm90 || v.config.splitk != 1 || v.config.pad != want_pad) continue;
+      if (v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype || !v.supports(&p)) continue;
+      if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == &v; }) != proposals.end())
+        continue;
+      proposals.push_back({&v, scale});
+    }
   }
   // A padded twin pays its copies (two or three launches on a small shape): the best variant without
   // TMA, which needs none, competes with it.

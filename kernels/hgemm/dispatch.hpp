@@ -19,7 +19,8 @@
 //     so that the model only extrapolates each variant from where it was measured and never ranks
 //     two families against each other from its own figures alone (its weakest point: decode
 //     shapes, the decode family against the Hopper tiles). KFORGE_HGEMM_NN_CALIBRATE=0 ranks by
-//     the plain model (read once), for A/B measurements;
+//     the plain model (read once), for A/B measurements. Outside the decode regime every unsplit
+//     sm90 variant competes as well, at the nearest proposal's calibration (neighbour_siblings);
 //  3. no neighbour can serve it (no table, or no tuned entry of its regime): the cost model's best
 //     over every variant that supports it on this device (for a decode shape, over the decode
 //     family's variants that serve it).
@@ -52,6 +53,11 @@ double neighbour_radius();
 // Whether step 2 calibrates the model on the neighbours' measured times (KFORGE_HGEMM_NN_CALIBRATE,
 // default on; "0" turns it off). Read once.
 bool neighbour_calibration();
+
+// Whether step 2 lets the unsplit sm90 variants compete with the neighbours' winners outside the
+// decode regime, ranked by the model with the nearest proposal's calibration
+// (KFORGE_HGEMM_NN_SIBLINGS, default on; "0" turns it off). Read once.
+bool neighbour_siblings();
 
 // Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).
 bool runs_on(const KernelVariant& v, int cc);
