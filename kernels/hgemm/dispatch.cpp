@@ -251,21 +251,26 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
     if (proposals.size() >= 16) break;
   }
   // Outside the decode regime the nearest winner's relatives compete too: every unsplit sm90
-  // variant of the same layout, accumulation and dtype (its padded twin where the rows need one),
+  // variant of the same layout, accumulation and dtype,
   // predicted by the model at this shape with the nearest proposal's calibration. The neighbours
   // were tuned at shapes whose last round of tiles may fill well where this one's does not
   // (3072^3: the grid's 128x256 winner runs 288 tiles in 3 rounds on 132 SMs, 102 us, where
   // 128x192 runs 384 in 3 full ones, 79 us), and the model ranks such tiles within a few percent
   // (cost_model.hpp, sm90_tile_efficiency). Split-K clusters are left to the table: the model's
-  // figures for them are its weakest outside decode shapes.
-  if (!small_m && !small_n && !proposals.empty() && neighbour_siblings() && d.cc == 90) {
+  // figures for them are its weakest outside decode shapes. Only on large aligned problems (at
+  // least 1e10 FLOP, M and N >= 128): measured on the H200 (fourteenth session, off-grid set),
+  // relatives proposed everywhere cost 5% on the unaligned shapes (padded tiles, whose copies the
+  // model charges coarsely) and 2% on those under 1e9 FLOP, where launch and prologue costs that
+  // the model does not hold decide, while on large shapes they gained up to 21% (1024x10240x8192).
+  const bool large = double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e10 && p.m >= 128 && p.n >= 128;
+  if (large && !small_m && !small_n && !proposals.empty() && !proposals.front().v->config.pad && neighbour_siblings() &&
+      d.cc == 90) {
     const double scale = proposals.front().scale;
-    const bool want_pad = proposals.front().v->config.pad;
     size_t count = 0;
     const KernelVariant* all = variants(&count);
     for (size_t i = 0; i < count; ++i) {
       const KernelVariant& v = all[i];
-      if (v.config.family != Family::kSm90 || v.config.splitk != 1 || v.config.pad != want_pad) continue;
+      if (v.config.family != Family::kSm90 || v.config.splitk != 1 || v.config.pad) continue;
       if (v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype || !v.supports(&p)) continue;
       if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == &v; }) != proposals.end())
         continue;

@@ -19,8 +19,9 @@
 //     so that the model only extrapolates each variant from where it was measured and never ranks
 //     two families against each other from its own figures alone (its weakest point: decode
 //     shapes, the decode family against the Hopper tiles). KFORGE_HGEMM_NN_CALIBRATE=0 ranks by
-//     the plain model (read once), for A/B measurements. Outside the decode regime every unsplit
-//     sm90 variant competes as well, at the nearest proposal's calibration (neighbour_siblings);
+//     the plain model (read once), for A/B measurements. On large aligned problems (>= 1e10 FLOP,
+//     M and N >= 128) every unsplit sm90 variant competes as well, at the nearest proposal's
+//     calibration (neighbour_siblings);
 //  3. no neighbour can serve it (no table, or no tuned entry of its regime): the cost model's best
 //     over every variant that supports it on this device (for a decode shape, over the decode
 //     family's variants that serve it).
