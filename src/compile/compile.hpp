@@ -1,6 +1,7 @@
 // The compile service: one candidate .cu file -> a shared object, through nvcc.
 //
-// Results are cached by content: the key covers every input of a compile (cache_key() lists them):
+// Results are cached by content (a hit is found without the preprocessor when the files the last
+// scan listed are unchanged: compile.cpp, direct mode): the key covers every input of a compile (cache_key() lists them):
 // the source, the contents of every file it includes (as `nvcc -M` finds them, kforge's own
 // pre-included ABI header too), the flags and include folders, the environment nvcc and its host
 // compiler read, and the identity of both compilers. A finished object is published into the cache
@@ -38,6 +39,7 @@ struct CompileResult {
   std::string log;       // nvcc's stdout and stderr, verbatim, capped at max_log_bytes
   std::string key;       // the cache key (sha256 hex); empty when nvcc could not list the includes
   bool cache_hit = false;
+  bool direct_hit = false;  // a hit found through the manifest, without `nvcc -M` (see compile.cpp)
   double seconds = 0;    // compile wall time (0 on a cache hit)
   std::vector<std::string> command;  // the nvcc command line used
 };
@@ -69,6 +71,9 @@ class CompileService {
  private:
   struct Deps;
   Deps scan_deps(const std::string& work_dir, const std::string& src_path, double timeout_s) const;
+  std::string manifest_path(const std::string& source) const;
+  bool direct_lookup(const std::string& source, CompileResult* r) const;
+  void write_manifest(const std::string& source, const Deps& deps, const std::string& work_dir) const;
   std::string key_material(const std::string& source) const;
 
   CompileOptions opts_;

@@ -348,6 +348,73 @@ TEST_F(CompileTest, ChangedIncludedHeaderIsRecompiled) {
   EXPECT_NE(gone.log.find("kf_test_value.h"), std::string::npos) << gone.log;
 }
 
+// Direct mode: a repeated compile is served from the manifest without `nvcc -M`, and still never
+// serves a stale object: a changed included file, a removed one, and a new header that shadows a
+// listed one from an earlier include folder each send the lookup back to the full scan.
+TEST_F(CompileTest, DirectLookupHitsOnlyWhileTheListedFilesStand) {
+  SKIP_WITHOUT_NVCC();
+  fs::create_directories(root_ + "/first");
+  fs::create_directories(root_ + "/second/sub");
+  CompileOptions o = options();
+  o.include_dirs.push_back(root_ + "/first");
+  o.include_dirs.push_back(root_ + "/second");
+  write("second/kf_test_value.h", "#define KF_TEST_VALUE 0\n");
+  CompileService svc(o);
+  const CompileResult first = svc.compile(kIncludesHeader, "inc.cu");
+  ASSERT_TRUE(first.ok) << first.failure << "\n" << first.log;
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_EQ(cache_entries(".manifest").size(), 1u);
+  const CompileResult hit = svc.compile(kIncludesHeader, "inc.cu");
+  EXPECT_TRUE(hit.cache_hit);
+  EXPECT_TRUE(hit.direct_hit) << "an unchanged source and headers: no nvcc -M";
+  EXPECT_EQ(hit.key, first.key);
+  EXPECT_EQ(hit.so_path, first.so_path);
+  // The same key as the full scan computes.
+  EXPECT_EQ(svc.cache_key(kIncludesHeader), first.key);
+
+  // A changed header: a miss, a new object.
+  write("second/kf_test_value.h", "#define KF_TEST_VALUE 1\n");
+  const CompileResult changed = svc.compile(kIncludesHeader, "inc.cu");
+  ASSERT_TRUE(changed.ok) << changed.log;
+  EXPECT_FALSE(changed.cache_hit);
+  EXPECT_NE(changed.key, first.key);
+  EXPECT_TRUE(svc.compile(kIncludesHeader, "inc.cu").direct_hit);
+
+  // A header of the same name in the earlier folder now shadows the listed one: the manifest's
+  // files are unchanged, but the include folders' stamp is not, so the full scan runs and finds it.
+  write("first/kf_test_value.h", "#define KF_TEST_VALUE 2\n");
+  const CompileResult shadowed = svc.compile(kIncludesHeader, "inc.cu");
+  ASSERT_TRUE(shadowed.ok) << shadowed.log;
+  EXPECT_FALSE(shadowed.direct_hit);
+  EXPECT_FALSE(shadowed.cache_hit) << "the shadowing header makes another object";
+  EXPECT_NE(shadowed.key, changed.key);
+  EXPECT_EQ(shadowed.key, svc.cache_key(kIncludesHeader));
+  // A file added in a subfolder changes that folder's stamp too: a full scan, then a hit again.
+  write("second/sub/other.h", "// unrelated\n");
+  const CompileResult rescanned = svc.compile(kIncludesHeader, "inc.cu");
+  EXPECT_TRUE(rescanned.cache_hit);
+  EXPECT_FALSE(rescanned.direct_hit);
+  EXPECT_TRUE(svc.compile(kIncludesHeader, "inc.cu").direct_hit);
+
+  // The listed header removed: the manifest cannot be re-hashed, and the full scan fails as before.
+  fs::remove(root_ + "/first/kf_test_value.h");
+  fs::remove(root_ + "/second/kf_test_value.h");
+  const CompileResult gone = svc.compile(kIncludesHeader, "inc.cu");
+  EXPECT_FALSE(gone.ok);
+  EXPECT_FALSE(gone.direct_hit);
+  EXPECT_TRUE(gone.key.empty());
+
+  // A corrupt manifest is ignored, never trusted.
+  write("second/kf_test_value.h", "#define KF_TEST_VALUE 1\n");
+  for (const std::string& m : cache_entries(".manifest")) {
+    std::ofstream(cache_ + "/" + m, std::ios::trunc) << "kforge-manifest 1\nstamp x\ndep /nonexistent\n";
+  }
+  const CompileResult after = svc.compile(kIncludesHeader, "inc.cu");
+  ASSERT_TRUE(after.ok) << after.log;
+  EXPECT_FALSE(after.direct_hit);
+  EXPECT_EQ(after.key, changed.key);
+}
+
 TEST_F(CompileTest, KeyCoversThePreIncludedAbiHeader) {
   SKIP_WITHOUT_NVCC();
   // kforge's own ABI header, pre-included as the evaluator does, from a copy that can change.
