@@ -27,7 +27,8 @@
 #           (the last M tile's out-of-bounds rows cost ~3 ns each per TMA box: fixed by shifting the
 #           edge tiles, KFORGE_HGEMM_EDGE=clip for the old path; twelfth session), and the decode variants
 #           at 31x4096x4096. OFFGRID_PROBE_SHAPES overrides the list (the eleventh session's was
-#           256/224x4096x8192, 224/256x3072x8192, 256/218x4096x4096, 16/31/32x4096x4096):
+#           256/224x4096x8192, 224/256x3072x8192, 256/218x4096x4096, 16/31/32x4096x4096);
+#           OFFGRID_PROBE_MODE (graph) and OFFGRID_PROBE_LAYOUTS (tn) the bench's --mode and --layouts:
 #           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
 #   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
 #           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
@@ -274,7 +275,8 @@ if has threads; then
 fi
 if has offgrid-probe; then
   echo "== issue 18 probes: mid M against tuned grid entries, decode variants at M = 16, 31, 32"
-  timeout 150 $kf hgemm bench --baselines ours,ours_all,lt_auto --no-db --samples 7 --mode graph --layouts tn \
+  timeout 150 $kf hgemm bench --baselines ours,ours_all,lt_auto --no-db --samples 7 --mode "${OFFGRID_PROBE_MODE:-graph}" \
+    --layouts "${OFFGRID_PROBE_LAYOUTS:-tn}" \
     --shapes "${OFFGRID_PROBE_SHAPES:-192x3072x8192,224x3072x8192,240x3072x8192,255x3072x8192,256x3072x8192,352x3072x8192,384x3072x8192,31x4096x4096}" \
     --out "$out/offgrid-probe.csv" --variants-out "$out/offgrid-probe-variants.csv" 2>&1 | tee "$out/offgrid-probe.log" | tail -30 || true
 fi
