@@ -75,7 +75,19 @@ int64_t small_n_limit() {
   return limit;
 }
 
+int64_t small_k_limit() {
+  static const int64_t limit = [] {
+    size_t count = 0;
+    const KernelVariant* all = variants(&count);
+    int64_t l = 0;
+    for (size_t i = 0; i < count; ++i) l = std::max<int64_t>(l, all[i].config.max_k);
+    return l;
+  }();
+  return limit;
+}
+
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
+bool small_k_regime(int64_t k) { return k <= small_k_limit(); }
 bool small_n_regime(int64_t n) { return n <= small_n_limit(); }
 
 int resident_ctas_cached(const KernelVariant& v, int dev) {
@@ -104,6 +116,7 @@ const char* to_string(Choice::How h) {
     case Choice::How::kTableTwin: return "tuned table, the fp16 entry's configuration in bf16";
     case Choice::How::kNeighbour: return "nearest tuned neighbours";
     case Choice::How::kModel: return "cost model";
+    case Choice::How::kSmallK: return "small-K family (K <= its largest max_k)";
     default: return "none";
   }
 }
@@ -115,14 +128,21 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
   // Decode shapes (small_m_regime, or small_n_regime for the swapped roles) are the decode family's when one of its variants serves them;
   // the model ranks within it (the wide-tile families' time on them is what it models worst:
   // measured 0.46-0.62 of cuBLASLt). A tuned entry overrides this, as everywhere.
+  // K <= max_k (small_k_regime) goes to the small-K family first, decode shapes included: with so
+  // little K the cost is writing C, which no tensor-core tile does faster, and theirs pad K to a
+  // whole K tile (and re-pitch or guard rows when K % 8 != 0).
+  bool smallk = false;
+  for (size_t i = 0; i < count && !smallk; ++i)
+    smallk = all[i].config.max_k > 0 && runs_on(all[i], family_cc) && all[i].supports(&p);
   bool decode = false;
-  for (size_t i = 0; i < count && !decode; ++i)
+  for (size_t i = 0; i < count && !decode && !smallk; ++i)
     decode = (all[i].config.max_m > 0 || all[i].config.max_n > 0) && runs_on(all[i], family_cc) && all[i].supports(&p);
   const KernelVariant* best = nullptr;
   double best_us = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < count; ++i) {
     const KernelVariant& v = all[i];
     if (!runs_on(v, family_cc) || !v.supports(&p)) continue;
+    if (smallk && v.config.max_k == 0) continue;
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
@@ -310,6 +330,8 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& d, 
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
   else if ((c.variant = exact_twin(p, d.cc))) c.how = Choice::How::kTableTwin;
+  else if (small_k_regime(p.k) && (c.variant = model_choice(p, d, dev, d.cc)) && c.variant->config.max_k > 0)
+    c.how = Choice::How::kSmallK;
   else if ((c.variant = neighbour(p, d, dev))) c.how = Choice::How::kNeighbour;
   else if ((c.variant = model_choice(p, d, dev, d.cc))) c.how = Choice::How::kModel;
   if (!c.variant) return c;

@@ -9,6 +9,7 @@
 //
 // In order:
 //  1. the tuned table's entry for exactly this problem, when its variant supports it here;
+//  1b. K <= small_k_limit() (8): the small-K family (smallk_gemm.cuh), the cost model's best of it;
 //  2. nearest neighbours: the tuned entries of the same layout, accumulation and regime (decode,
 //     M <= small_m_limit() or N <= small_n_limit(), or not) whose variants support the problem, by distance in
 //     (log M, log N, log K) (a TMA winner proposes its padded twin for K or N % 8 != 0); the nearest entry and every entry
@@ -77,6 +78,11 @@ const KernelVariant* padded_twin(const KernelVariant& v);
 // `dt`, or nullptr when this build has none (bf16 has a subset of the fp16 configurations).
 const KernelVariant* dtype_twin(const KernelVariant& v, kforge_hgemm_dtype dt);
 bool small_m_regime(int64_t m);
+// The largest K a small-K variant serves (KernelConfig::max_k; 0 without any), and whether `k` is
+// in that regime: such problems go to the small-K family (after an exact table entry, before the
+// neighbours), whose cost is writing C.
+int64_t small_k_limit();
+bool small_k_regime(int64_t k);
 
 // CTAs of `v` resident at once on device `dev` (whole clusters), asked once per (device, variant)
 // and cached; 0 when unknown (no GPU, dev < 0, or the query failed). Thread-safe.
@@ -92,7 +98,8 @@ struct Choice {
   const KernelVariant* unaligned = nullptr;  // for pointers that are not (a variant of a family without TMA; == variant when it is one)
   size_t workspace = 0;                      // max of both variants' workspace needs
   // kTableTwin: a bf16 problem on the bf16 twin of the fp16 entry of exactly its shape.
-  enum class How { kNone, kTable, kTableTwin, kNeighbour, kModel } how = How::kNone;
+  // kSmallK: K <= small_k_limit(), the small-K family's best by the model (before step 2).
+  enum class How { kNone, kTable, kTableTwin, kNeighbour, kModel, kSmallK } how = How::kNone;
 };
 const char* to_string(Choice::How h);
 

@@ -6,6 +6,7 @@
 #include "kernels/hgemm/sm80_gemm.cuh"
 #include "kernels/hgemm/sm90_gemm.cuh"
 #include "kernels/hgemm/skinny_gemm.cuh"
+#include "kernels/hgemm/smallk_gemm.cuh"
 
 namespace kforge::kernels {
 
@@ -68,6 +69,12 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SKINNY_T_NW(L, A, LN, AN, DT, MT, BN, BK, W, ST, WN) \
   KF_SKINNY_ROW(L, A, LN, AN, DT, "n", true, WN, "_nw" KF_STR(WN), MT, BN, BK, W, ST)
 
+// Small K (K <= KMAX): BM x 128 tiles of C on THREADS threads, on the CUDA cores.
+#define KF_SMALLK(L, A, LN, AN, DT, BM, KMAX, THREADS)                                                     \
+  entry<smallk::Gemm<BM, KMAX, THREADS, L, A, DT>>("smallk_" LN "_" AN "_" KF_STR(BM) "x128_k" KF_STR(KMAX) \
+                                                   "_t" KF_STR(THREADS),                                    \
+                                                   L, A),
+
 // Shorthands of the tables, one configuration for both B layouts. fp16, fp32 accumulation (the
 // tuned space) and fp16 accumulation (a smaller space: correct and reasonably fast, not a
 // performance target); the sm_80 and decode ones take the accumulation and its name first.
@@ -77,6 +84,7 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SM90_F16(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SM80_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SM80, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SMALLK_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SMALLK, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_T_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_NW_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_T_NW_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T_NW, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
@@ -86,6 +94,7 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SM90_MC_BF16(...) KF_BOTH_LAYOUTS(KF_SM90_MC, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SM80_BF16(...) KF_BOTH_LAYOUTS(KF_SM80, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SKINNY_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_SMALLK_BF16(...) KF_BOTH_LAYOUTS(KF_SMALLK, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SKINNY_T_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY_T, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SKINNY_NW_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 

@@ -50,6 +50,9 @@ const KernelVariant kVariantsSmall[] = {
     KF_SKINNY_NW_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 128, 64, 8, 6, 8)
     KF_SKINNY_NW_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 128, 64, 8, 4, 4)
     KF_SKINNY_T_NW_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 128, 64, 8, 4, 4)
+    // Small K (K <= 8): outer products on the CUDA cores, bound by writing C (smallk_gemm.cuh).
+    KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 128, 8, 256)
+    KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 128, 8, 256)
 };
 
 }  // namespace

@@ -33,7 +33,7 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
   const kernels::KernelVariant* all = kernels::variants(&count);
   ASSERT_GT(count, 20u);
   std::set<std::string> names;
-  int sm80 = 0, sm90 = 0, skinny = 0;
+  int sm80 = 0, sm90 = 0, skinny = 0, smallk = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
     EXPECT_TRUE(names.insert(v.name).second) << "duplicate name " << v.name;
@@ -41,15 +41,26 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
     EXPECT_GT(v.config.bm, 0);
     EXPECT_GT(v.config.bn, 0);
     EXPECT_GE(v.config.splitk, 1);
-    (v.config.family == kernels::Family::kSm80 ? sm80 : v.config.family == kernels::Family::kSm90 ? sm90 : skinny)++;
+    (v.config.family == kernels::Family::kSm80    ? sm80
+     : v.config.family == kernels::Family::kSm90  ? sm90
+     : v.config.family == kernels::Family::kSkinny ? skinny
+                                                   : smallk)++;
     // Decode variants serve M up to their max_m (or N up to max_n), every other variant any M and N.
     const int64_t m_ok = v.config.max_m > 0 ? v.config.max_m : 256, n_ok = v.config.max_n > 0 ? v.config.max_n : 256;
     // Each variant serves only its own layout, accumulation and dtype.
     const kforge_hgemm_problem other_layout = prob(256, 256, 256, v.layout == KFORGE_HGEMM_NN ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, v.acc, v.dtype);
     EXPECT_FALSE(v.supports(&other_layout)) << v.name;
-    // Padded twins serve only K or N not a multiple of 8.
-    const kforge_hgemm_problem mine = prob(m_ok, n_ok, v.config.pad ? 250 : 256, v.layout, v.acc, v.dtype);
+    // Padded twins serve only K or N not a multiple of 8; small-K variants K up to their max_k only.
+    const int64_t k_ok = v.config.max_k > 0 ? v.config.max_k : v.config.pad ? 250 : 256;
+    const kforge_hgemm_problem mine = prob(m_ok, n_ok, k_ok, v.layout, v.acc, v.dtype);
     EXPECT_TRUE(v.supports(&mine)) << v.name;
+    EXPECT_EQ(v.config.max_k > 0, v.config.family == kernels::Family::kSmallK) << v.name;
+    if (v.config.max_k > 0) {
+      const kforge_hgemm_problem deeper = prob(m_ok, n_ok, v.config.max_k + 1, v.layout, v.acc, v.dtype);
+      EXPECT_FALSE(v.supports(&deeper)) << v.name;
+      const kforge_hgemm_problem one = prob(1, 1, 1, v.layout, v.acc, v.dtype);
+      EXPECT_TRUE(v.supports(&one)) << v.name;
+    }
     if (v.config.max_m > 0 || v.config.max_n > 0) {
       EXPECT_FALSE(v.config.max_m > 0 && v.config.max_n > 0) << v.name;
       const kforge_hgemm_problem bigger = v.config.max_m > 0 ? prob(v.config.max_m + 1, 256, 256, v.layout, v.acc, v.dtype)
@@ -63,6 +74,7 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
   EXPECT_GT(sm80, 0);
   EXPECT_GT(sm90, 0);
   EXPECT_GT(skinny, 0);
+  EXPECT_GT(smallk, 0);
   EXPECT_EQ(kernels::find_variant("no_such_variant"), nullptr);
   EXPECT_EQ(kernels::find_variant(nullptr), nullptr);
 }
@@ -95,7 +107,7 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
       EXPECT_EQ(twin->workspace_size(&even), 0u);
     } else if (all[i].config.pad) {
       EXPECT_EQ(kernels::padded_twin(all[i]), nullptr);
-    } else {
+    } else if (all[i].config.max_k == 0) {  // (small-K variants: K <= max_k only, odd or not)
       EXPECT_TRUE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_TRUE(all[i].supports(&odd_n)) << all[i].name;
     }
@@ -292,12 +304,15 @@ TEST(HgemmKernels, OffTableShapesTakeTheirNearestTunedNeighbours) {
   ASSERT_NE(x.unaligned, nullptr);
   EXPECT_NE(x.unaligned->config.family, kernels::Family::kSm90);
   // A large unaligned shape: the 8192^3 winner's twin; a tiny one with almost nothing to load
-  // (K = 1): the copies' launches would cost more than the GEMM, and the best variant without TMA
-  // (which the twin competes with) wins.
+  // (K = 3, past the small-K family's K <= 8): the copies' launches would cost more than the GEMM,
+  // and the best variant without TMA (which the twin competes with) wins.
   EXPECT_EQ(pick(8000, 8000, 8190).variant, kernels::padded_twin(*kernels::find_variant(b)));
-  x = pick(89, 55, 1);
+  x = pick(89, 55, 11);
   EXPECT_EQ(x.how, kernels::Choice::How::kNeighbour);
   EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80) << x.variant->name;
+  x = pick(89, 55, 1);  // K <= 8: the small-K family's
+  EXPECT_EQ(x.how, kernels::Choice::How::kSmallK);
+  EXPECT_EQ(x.variant->config.family, kernels::Family::kSmallK) << x.variant->name;
   // A small one with a long unaligned K: the sm_80 family's element-wise loads are neither
   // pipelined nor hidden (measured 69 us at 543x351x1099 against cuBLASLt's 14.5 us), the copies
   // cost a few microseconds: the padded twin.
@@ -525,6 +540,50 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
 // Step 2 calibrated: each proposal is predicted as its entry's measured time x the model's ratio
 // between the problem and the entry's shape, so that measurements decide between two families
 // the model ranks the other way. Entries without a time fall back to the plain model.
+// K <= 8: the small-K family (smallk_gemm.cuh), after an exact table entry and before the
+// neighbours, decode shapes included; K = 9 is the other families' again.
+TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
+  ASSERT_EQ(kernels::small_k_limit(), 8);
+  const char* wide = "sm90_tn_f32_64x64_s6_c1_k1_g0_false";
+  const kernels::DispatchEntry table[] = {{64, 4096, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, wide},
+                                          {403, 7053, 4, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32,
+                                           "sm80_nn_f32_64x64x32_w2x2_s4"}};
+  const kernels::Dispatcher disp(table, 2);
+  for (int cc : {90, 80}) {
+    const kernels::DeviceModel d = kernels::nominal_device_model(cc == 90 ? 132 : 108, cc);
+    for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
+      for (auto [a, dt] : {std::pair{KFORGE_HGEMM_ACC_F32, KFORGE_HGEMM_F16}, std::pair{KFORGE_HGEMM_ACC_F16, KFORGE_HGEMM_F16},
+                           std::pair{KFORGE_HGEMM_ACC_F32, KFORGE_HGEMM_BF16}})
+        for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{89, 55, 1}, {13822, 3521, 3}, {403, 7053, 4},
+                               {3, 26, 2}, {17, 3434, 6}, {2560, 2024, 8}, {64, 4096, 8}, {1, 1, 1}}) {
+          const kforge_hgemm_problem p = prob(m, n, k, l, a, dt);
+          const kernels::Choice c = disp.resolve(p, d, -1);
+          const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+          ASSERT_NE(c.variant, nullptr) << what;
+          if (l == KFORGE_HGEMM_NN && a == KFORGE_HGEMM_ACC_F32 && m == 403 && k == 4) {
+            // The tuned entry wins (bf16: the fp16 entry's configuration, as everywhere).
+            EXPECT_EQ(c.how, dt == KFORGE_HGEMM_F16 ? kernels::Choice::How::kTable : kernels::Choice::How::kTableTwin) << what;
+            continue;
+          }
+          EXPECT_EQ(c.variant->config.family, kernels::Family::kSmallK) << what << ": " << c.variant->name;
+          EXPECT_EQ(c.how, kernels::Choice::How::kSmallK) << what;
+          EXPECT_EQ(c.unaligned, c.variant) << what;  // any 2-byte aligned pointers
+          EXPECT_EQ(c.workspace, 0u) << what;
+          EXPECT_EQ(kernels::model_choice(p, d, -1, cc), c.variant) << what;
+        }
+    const kernels::Choice deeper = disp.resolve(prob(64, 4096, 9), d, -1);
+    ASSERT_NE(deeper.variant, nullptr);
+    EXPECT_NE(deeper.variant->config.family, kernels::Family::kSmallK) << deeper.variant->name;
+    EXPECT_NE(deeper.how, kernels::Choice::How::kSmallK);
+  }
+  // The model: bound by writing C (13822x3521x3: 97 MB at 80% of 4.5 TB/s, ~27 us, plus launch).
+  const kernels::KernelVariant* sk = kernels::model_choice(prob(13822, 3521, 3), 132, 90);
+  ASSERT_EQ(sk->config.family, kernels::Family::kSmallK);
+  const double us = kernels::predicted_us(*sk, prob(13822, 3521, 3), kernels::nominal_device_model(132, 90), -1);
+  EXPECT_GT(us, 25.0);
+  EXPECT_LT(us, 40.0);
+}
+
 TEST(HgemmKernels, NeighboursAreCalibratedOnTheirMeasuredTimes) {
   const char* hopper = "sm90_tn_f32_64x128_s4_c1_k4_g0_false";
   const char* decode = "skinny_tn_f32_m8x64x128_w4_s4";
