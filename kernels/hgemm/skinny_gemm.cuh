@@ -211,6 +211,10 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
   auto load_tile = [&](int kt, int s) {
     const int64_t k0 = int64_t(kt) * BK;
     // X: K-contiguous rows r (< MT, ld K), columns k0 + c * 8; else rows k0 + r (ld XR), columns c * 8.
+    // Unaligned rows (kGeneric): every chunk of the tile loaded into registers before the first is
+    // stored (a shared store is a compiler barrier: stored one by one, each chunk waited a whole
+    // memory latency).
+    uint4 gx[kGeneric ? T::kItX : 1], gw[kGeneric ? T::kItW : 1];
 #pragma unroll
     for (int it = 0; it < T::kItX; ++it) {
       const int idx = tid + it * T::kThreads;
@@ -224,8 +228,8 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
         if (vec_x) {
           const bool ok = row_ok && col < cols;  // cols % 8 == 0 here: a chunk is all in or all out
           cp_async_16(dst, ok ? src : p.x, ok);
-        } else {
-          st_shared_v4(dst, load8_guarded(src, row_ok, col, cols));
+        } else if constexpr (kGeneric) {
+          gx[it] = load8_guarded(src, row_ok, col, cols);
         }
       }
     }
@@ -243,8 +247,30 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_kernel(const Params p) {
         if (vec_w) {
           const bool ok = row_ok && col < cols;
           cp_async_16(dst, ok ? src : p.w, ok);
-        } else {
-          st_shared_v4(dst, load8_guarded(src, row_ok, col, cols));
+        } else if constexpr (kGeneric) {
+          gw[it] = load8_guarded(src, row_ok, col, cols);
+        }
+      }
+    }
+    if constexpr (kGeneric) {
+      if (!vec_x) {
+#pragma unroll
+        for (int it = 0; it < T::kItX; ++it) {
+          const int idx = tid + it * T::kThreads;
+          if ((T::kChunksX % T::kThreads == 0) || idx < T::kChunksX) {
+            const int r = idx / T::kCprX, c = idx % T::kCprX;
+            st_shared_v4(sX0 + uint32_t(s) * kStageXBytes + uint32_t((r * T::kLdX + c * 8) * int(sizeof(__half))), gx[it]);
+          }
+        }
+      }
+      if (!vec_w) {
+#pragma unroll
+        for (int it = 0; it < T::kItW; ++it) {
+          const int idx = tid + it * T::kThreads;
+          if ((T::kChunksW % T::kThreads == 0) || idx < T::kChunksW) {
+            const int r = idx / T::kCprW, c = idx % T::kCprW;
+            st_shared_v4(sW0 + uint32_t(s) * kStageWBytes + uint32_t((r * T::kLdW + c * 8) * int(sizeof(__half))), gw[it]);
+          }
         }
       }
     }

@@ -304,6 +304,10 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
       {
         const int64_t col = k0 + a_c * 8;
         const uint32_t dst0 = sA0 + uint32_t(s) * kStageABytes;
+        // Unaligned rows (kGeneric): every chunk of the tile loaded into registers before the first
+        // is stored (a shared store is a compiler barrier: stored one by one, each chunk waited a
+        // whole memory latency).
+        uint4 ga[kGeneric ? T::kItA : 1];
 #pragma unroll
         for (int it = 0; it < T::kItA; ++it) {
           const int r = a_r0 + it * T::kRpiA;
@@ -315,15 +319,25 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
             if (vec_a) {
               const bool ok = row_ok && col < K;  // K % 8 == 0 on this path: the whole chunk is in
               cp_async_16(dst, ok ? src : gA, ok);
-            } else {
-              st_shared_v4(dst, load8_guarded(src, row_ok, col, K));
+            } else if constexpr (kGeneric) {
+              ga[it] = load8_guarded(src, row_ok, col, K);
             }
           }
         }
+        if constexpr (kGeneric)
+          if (!vec_a) {
+#pragma unroll
+            for (int it = 0; it < T::kItA; ++it) {
+              const int r = a_r0 + it * T::kRpiA;
+              if ((BM % T::kRpiA == 0) || r < BM)
+                st_shared_v4(dst0 + uint32_t((r * T::kLdA + a_c * 8) * int(sizeof(__half))), ga[it]);
+            }
+          }
       }
       // B
       {
         const uint32_t dst0 = sB0 + uint32_t(s) * kStageBBytes;
+        uint4 gb[kGeneric ? T::kItB : 1];  // as A's: all loads first
 #pragma unroll
         for (int it = 0; it < T::kItB; ++it) {
           const int r = b_r0 + it * T::kRpiB;
@@ -338,8 +352,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
               if (vec_b) {
                 const bool ok = row_ok && col < N;
                 cp_async_16(dst, ok ? src : gB, ok);
-              } else {
-                st_shared_v4(dst, load8_guarded(src, row_ok, col, N));
+              } else if constexpr (kGeneric) {
+                gb[it] = load8_guarded(src, row_ok, col, N);
               }
             } else {
               // rows n0 + r (ld K), columns k0 + c*8 .. +7
@@ -350,12 +364,21 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
               if (vec_b) {
                 const bool ok = row_ok && col < K;
                 cp_async_16(dst, ok ? src : gB, ok);
-              } else {
-                st_shared_v4(dst, load8_guarded(src, row_ok, col, K));
+              } else if constexpr (kGeneric) {
+                gb[it] = load8_guarded(src, row_ok, col, K);
               }
             }
           }
         }
+        if constexpr (kGeneric)
+          if (!vec_b) {
+#pragma unroll
+            for (int it = 0; it < T::kItB; ++it) {
+              const int r = b_r0 + it * T::kRpiB;
+              if ((T::kRowsB % T::kRpiB == 0) || r < T::kRowsB)
+                st_shared_v4(dst0 + uint32_t((r * T::kLdB + b_c * 8) * int(sizeof(__half))), gb[it]);
+            }
+          }
       }
     };
 
