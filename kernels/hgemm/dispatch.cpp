@@ -53,36 +53,27 @@ bool neighbour_siblings() {
 
 bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
 
+// The largest value of a KernelConfig field over every compiled variant (0 without any).
+static int64_t largest_over_variants(int KernelConfig::*field) {
+  size_t count = 0;
+  const KernelVariant* all = variants(&count);
+  int64_t l = 0;
+  for (size_t i = 0; i < count; ++i) l = std::max<int64_t>(l, all[i].config.*field);
+  return l;
+}
+
 int64_t small_m_limit() {
-  static const int64_t limit = [] {
-    size_t count = 0;
-    const KernelVariant* all = variants(&count);
-    int64_t l = 0;
-    for (size_t i = 0; i < count; ++i) l = std::max<int64_t>(l, all[i].config.max_m);
-    return l;
-  }();
+  static const int64_t limit = largest_over_variants(&KernelConfig::max_m);
   return limit;
 }
 
 int64_t small_n_limit() {
-  static const int64_t limit = [] {
-    size_t count = 0;
-    const KernelVariant* all = variants(&count);
-    int64_t l = 0;
-    for (size_t i = 0; i < count; ++i) l = std::max<int64_t>(l, all[i].config.max_n);
-    return l;
-  }();
+  static const int64_t limit = largest_over_variants(&KernelConfig::max_n);
   return limit;
 }
 
 int64_t small_k_limit() {
-  static const int64_t limit = [] {
-    size_t count = 0;
-    const KernelVariant* all = variants(&count);
-    int64_t l = 0;
-    for (size_t i = 0; i < count; ++i) l = std::max<int64_t>(l, all[i].config.max_k);
-    return l;
-  }();
+  static const int64_t limit = largest_over_variants(&KernelConfig::max_k);
   return limit;
 }
 
