@@ -78,7 +78,15 @@ int64_t small_k_limit() {
 }
 
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
-bool small_k_regime(int64_t k) { return k <= small_k_limit(); }
+bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d) {
+  if (p.k > small_k_limit()) return false;
+  if (p.k <= kSmallKChunk) return true;
+  size_t count = 0;
+  const KernelVariant* all = variants(&count);
+  for (size_t i = 0; i < count; ++i)
+    if (all[i].config.max_k >= p.k && smallk_fma_us(all[i].config, p.m, p.n, p.k, d) <= kSmallKTinyFmaUs) return true;
+  return false;
+}
 bool small_n_regime(int64_t n) { return n <= small_n_limit(); }
 
 int resident_ctas_cached(const KernelVariant& v, int dev) {
@@ -107,7 +115,7 @@ const char* to_string(Choice::How h) {
     case Choice::How::kTableTwin: return "tuned table, the fp16 entry's configuration in bf16";
     case Choice::How::kNeighbour: return "nearest tuned neighbours";
     case Choice::How::kModel: return "cost model";
-    case Choice::How::kSmallK: return "small-K family (K <= its largest max_k)";
+    case Choice::How::kSmallK: return "small-K family (K <= 8, or a tiny problem of K <= 64)";
     default: return "none";
   }
 }
@@ -119,11 +127,13 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
   // Decode shapes (small_m_regime, or small_n_regime for the swapped roles) are the decode family's when one of its variants serves them;
   // the model ranks within it (the wide-tile families' time on them is what it models worst:
   // measured 0.46-0.62 of cuBLASLt). A tuned entry overrides this, as everywhere.
-  // K <= max_k (small_k_regime) goes to the small-K family first, decode shapes included: with so
-  // little K the cost is writing C, which no tensor-core tile does faster, and theirs pad K to a
-  // whole K tile (and re-pitch or guard rows when K % 8 != 0).
+  // small_k_regime (K <= 8, or tiny with K <= 64) goes to the small-K family first, decode shapes
+  // included: with so little K the cost is writing C (or, tiny, the launch and one fill), which no
+  // tensor-core tile does faster, and theirs pad K to a whole K tile (and re-pitch or guard rows
+  // when K % 8 != 0).
   bool smallk = false;
-  for (size_t i = 0; i < count && !smallk; ++i)
+  const bool smallk_regime = small_k_regime(p, d);
+  for (size_t i = 0; i < count && !smallk && smallk_regime; ++i)
     smallk = all[i].config.max_k > 0 && runs_on(all[i], family_cc) && all[i].supports(&p);
   bool decode = false;
   for (size_t i = 0; i < count && !decode && !smallk; ++i)
@@ -321,7 +331,7 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& d, 
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
   else if ((c.variant = exact_twin(p, d.cc))) c.how = Choice::How::kTableTwin;
-  else if (small_k_regime(p.k) && (c.variant = model_choice(p, d, dev, d.cc)) && c.variant->config.max_k > 0)
+  else if (small_k_regime(p, d) && (c.variant = model_choice(p, d, dev, d.cc)) && c.variant->config.max_k > 0)
     c.how = Choice::How::kSmallK;
   else if ((c.variant = neighbour(p, d, dev))) c.how = Choice::How::kNeighbour;
   else if ((c.variant = model_choice(p, d, dev, d.cc))) c.how = Choice::How::kModel;

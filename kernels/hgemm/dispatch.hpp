@@ -9,7 +9,8 @@
 //
 // In order:
 //  1. the tuned table's entry for exactly this problem, when its variant supports it here;
-//  1b. K <= small_k_limit() (8): the small-K family (smallk_gemm.cuh), the cost model's best of it;
+//  1b. small_k_regime (K <= 8, or a tiny problem of K <= 64): the small-K family (smallk_gemm.cuh),
+//      the cost model's best of it;
 //  2. nearest neighbours: the tuned entries of the same layout, accumulation and regime (decode,
 //     M <= small_m_limit() or N <= small_n_limit(), or not) whose variants support the problem, by distance in
 //     (log M, log N, log K) (a TMA winner proposes its padded twin for K or N % 8 != 0); the nearest entry and every entry
@@ -78,11 +79,18 @@ const KernelVariant* padded_twin(const KernelVariant& v);
 // `dt`, or nullptr when this build has none (bf16 has a subset of the fp16 configurations).
 const KernelVariant* dtype_twin(const KernelVariant& v, kforge_hgemm_dtype dt);
 bool small_m_regime(int64_t m);
-// The largest K a small-K variant serves (KernelConfig::max_k; 0 without any), and whether `k` is
+// The largest K a small-K variant serves (KernelConfig::max_k; 0 without any), and whether `p` is
 // in that regime: such problems go to the small-K family (after an exact table entry, before the
-// neighbours), whose cost is writing C.
+// neighbours). K <= kSmallKChunk (one chunk: an outer product whose cost is writing C) always;
+// a deeper K up to small_k_limit() when some small-K variant's FMAs on it take at most
+// kSmallKTinyFmaUs by the model (smallk_fma_us): a problem so small that its time is the launch
+// and one fill, where the tensor-core families pad K to a whole K tile and re-pitch or guard rows
+// that are not 16-byte multiples (measured on the H200, graph mode: 814x28x12 5.6 us, 4213x15x31
+// 4.4 us, 11784x4x26 4.6 us against cuBLASLt's 2.1-2.6).
+inline constexpr int64_t kSmallKChunk = 8;
+inline constexpr double kSmallKTinyFmaUs = 1.25;
 int64_t small_k_limit();
-bool small_k_regime(int64_t k);
+bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);
 
 // CTAs of `v` resident at once on device `dev` (whole clusters), asked once per (device, variant)
 // and cached; 0 when unknown (no GPU, dev < 0, or the query failed). Thread-safe.
@@ -98,7 +106,7 @@ struct Choice {
   const KernelVariant* unaligned = nullptr;  // for pointers that are not (a variant of a family without TMA; == variant when it is one)
   size_t workspace = 0;                      // max of both variants' workspace needs
   // kTableTwin: a bf16 problem on the bf16 twin of the fp16 entry of exactly its shape.
-  // kSmallK: K <= small_k_limit(), the small-K family's best by the model (before step 2).
+  // kSmallK: small_k_regime, the small-K family's best by the model (before step 2).
   enum class How { kNone, kTable, kTableTwin, kNeighbour, kModel, kSmallK } how = How::kNone;
 };
 const char* to_string(Choice::How h);

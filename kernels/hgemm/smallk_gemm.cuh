@@ -1,4 +1,5 @@
-// kforge's small-K HGEMM kernel family: C[M,N] = A[M,K] * B for K <= KMAX (8), on the CUDA cores.
+// kforge's small-K HGEMM kernel family: C[M,N] = A[M,K] * B for K <= KMAX (8 or 64), on the CUDA
+// cores.
 //
 // Why a family of its own: with K this small a GEMM is an outer product whose cost is writing C
 // (2 x M x N bytes) and launching. The tensor-core families pad K to a whole K tile (64 deep for
@@ -6,29 +7,35 @@
 // family re-pitches both operands in two extra launches and the sm_80 family loads them element by
 // element ahead of every tile; measured on the H200 (thirteenth and fourteenth sessions, off-grid
 // set, graph mode): 89x55x1 5.7 us against cuBLASLt's 1.3, 403x7053x4 12.6 against 6.6,
-// 13822x3521x3 119 against 67.
+// 13822x3521x3 119 against 67. The KMAX = 64 variants serve tiny problems of K 9..64 (the
+// dispatcher's small_k_regime), whose time is the launch and a fill, not the FMAs.
 //
-//   * One CTA per BM x BN tile of C (128 x 128; a grid-stride loop over the tiles, row-major:
-//     consecutive CTAs write neighbouring column tiles of the same rows). THREADS threads.
-//   * The fill: the A tile (BM rows x K, one contiguous run of A since its rows are K long) and the
-//     B tile (K x BN: for tn a contiguous run of BN rows of K, for nn K runs of BN) are read element
-//     by element (coalesced, any alignment) into registers, every load of the tile issued before
-//     the first is stored to shared memory as fp32, so that a tile waits one memory latency, not
-//     one per load (the first version stored each load before issuing the next: 89x55x1 took 3.4
-//     us in graph mode on the H200, 13822x3521x3 70 us, 1.4 TB/s). Slots up to K rounded to 4 are
-//     written, zero past K and past the matrix's edge.
-//   * Thread t owns columns j = t % 64 and j + 64 of the tile (TN = 2) and rows r = t / 64,
-//     t / 64 + THREADS / 64, ...: it keeps its two B columns in registers and, per row, reads the
-//     A row as float4s (a broadcast: a warp's 32 threads share the row) and accumulates
+//   * One CTA per BM x BN tile of C (a grid-stride loop over the tiles, row-major: consecutive
+//     CTAs write neighbouring column tiles of the same rows). THREADS threads.
+//   * K in chunks of 8. A chunk's fill: the A tile (BM rows x the chunk; with K <= 8 one
+//     contiguous run of A, its rows being K long) and the B tile (the chunk x BN: for tn BN runs
+//     of the chunk, for nn the chunk's runs of BN) are read element by element (coalesced, any
+//     alignment) into registers, every load of the chunk issued before the first is stored to
+//     shared memory as fp32, so that a chunk waits one memory latency, not one per load (the first
+//     version stored each load before issuing the next: 89x55x1 took 3.4 us in graph mode on the
+//     H200, 13822x3521x3 70 us, 1.4 TB/s); the next chunk's loads are issued before this chunk's
+//     FMAs. Slots up to the chunk's K rounded to 4 are written, zero past K and past the edge.
+//   * Thread t owns columns j = t % (BN / 2) and j + BN / 2 of the tile and rows r = t / (BN / 2),
+//     r + RG, ... (RG = THREADS / (BN / 2) row groups; four rows per pass, eight independent
+//     accumulators): it keeps its two B columns of the chunk in registers and, per row, reads the
+//     A row as float4s (a broadcast: the threads of a row group share it) and accumulates
 //     sum_k A[r][k] B[k][j] in fp32 in order k = 0, 1, ..., K-1 (the float4 groups past K are
 //     skipped; within the last group the zero fill adds exact zeros). fp16 accumulation (ACC f16)
-//     takes the same fp32 sums: more accurate than its contract, never less.
+//     takes the same fp32 sums: more accurate than its contract, never less. With one chunk
+//     (KMAX = 8) a pass's accumulators live only in it (64 registers at 128 x 128); with more,
+//     every pass's live across the chunks (BM x BN / THREADS per thread).
 //   * Each row's outputs are rounded to fp16 / bf16 (round to nearest) and stored as 2-byte
-//     elements: a warp stores 32 consecutive elements of a row (coalesced; any N, any alignment).
+//     elements: a warp stores runs of consecutive elements of a row (coalesced; any N, any
+//     alignment).
 //   * Programmatic dependent launch on sm_90 (as the other families, unless KFORGE_HGEMM_PDL=0).
-//   * KMAX = 8: at K = 16 the first version's CUDA-core products (16 FMAs and 4 shared loads per
-//     output) lost to the Hopper tiles (2560x2024x16: 12.1 against 6.7 us), whose K tile holds
-//     such a K whole; K 9..16 stays theirs.
+//   * At K = 16 on large problems the CUDA-core products lose to the Hopper tiles (first version:
+//     2560x2024x16 12.1 against 6.7 us), whose K tile holds such a K whole: K 9..64 is this
+//     family's only on tiny problems.
 // Deterministic (no atomics, fixed order): bit-identical from run to run.
 #pragma once
 
@@ -46,88 +53,142 @@ namespace kforge::kernels::smallk {
 
 namespace detail {
 
-template <int BM, int KMAX, int THREADS, kforge_hgemm_layout L, kforge_hgemm_dtype DT>
+template <int BM, int BN, int KMAX, int THREADS, kforge_hgemm_layout L, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(THREADS)
     smallk_kernel(const void* __restrict__ a_in, const void* __restrict__ b_in, void* __restrict__ c_out, int64_t m,
                   int64_t n, int k, int64_t tiles_n, int64_t tiles) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  constexpr int BN = 128;  // two columns per thread over 64 column lanes
-  constexpr int RG = THREADS / 64;
-  constexpr int FILL_A = BM * KMAX / THREADS, FILL_B = BN * KMAX / THREADS;  // loads per thread, at most
-  static_assert(THREADS % 64 == 0 && BM % RG == 0 && KMAX % 4 == 0, "small-K tile");
-  static_assert(BM * KMAX % THREADS == 0 && BN * KMAX % THREADS == 0, "small-K fill");
+  constexpr int KC = 8;                  // K per chunk: the shared tiles hold one chunk
+  constexpr int CL = BN / 2;             // column lanes: thread t owns columns t % CL and t % CL + CL
+  constexpr int RG = THREADS / CL;       // row groups
+  constexpr int RU = 4;                  // rows per pass (independent accumulation chains)
+  constexpr int PASSES = BM / (RG * RU);  // passes per tile; every pass's accumulators live across the chunks
+  constexpr int FILL_A = BM * KC / THREADS, FILL_B = BN * KC / THREADS;  // loads per thread per chunk
+  static_assert(THREADS % CL == 0 && BM % (RG * RU) == 0 && KMAX % KC == 0, "small-K tile");
+  static_assert(BM * KC % THREADS == 0 && BN * KC % THREADS == 0 && FILL_B >= 1, "small-K fill");
   using E = Elem<DT>;
   using T = typename E::T;
   const T* a = static_cast<const T*>(a_in);
   const T* b = static_cast<const T*>(b_in);
   T* c = static_cast<T*>(c_out);
-  __shared__ __align__(16) float as[BM][KMAX];
-  __shared__ float bs[KMAX][BN + 1];  // odd pitch: the tn fill (consecutive k) is conflict-free
+  __shared__ __align__(16) float as[BM][KC];
+  __shared__ float bs[KC][BN + 1];  // odd pitch: the tn fill (consecutive k) is conflict-free
   skinny::detail::grid_dependency_wait();
   const int tid = threadIdx.x;
-  const int col = tid % 64, rg = tid / 64;
-  const int k4 = (k + 3) / 4 * 4;  // K rounded up to the float4 groups the products read
+  const int col = tid % CL, rg = tid / CL;
+  const int chunks = (k + KC - 1) / KC;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t m0 = (tile / tiles_n) * BM, n0 = (tile % tiles_n) * BN;
     const int rows = int(m - m0 < BM ? m - m0 : BM), cols = int(n - n0 < BN ? n - n0 : BN);
-    // The fill: every load of the tile issued before any is stored (one memory latency per tile,
-    // not one per load), over the k4-deep slots only (zero past K and past the matrix's edge).
     const T* at = a + m0 * int64_t(k);
     float va[FILL_A], vb[FILL_B];
+    // One chunk's loads into registers (k0 .. k0 + kc, slots up to kc rounded to 4; zero past K and
+    // past the matrix's edge). With K <= KC the A tile is one contiguous run (pitch k4 = its rows).
+    auto load = [&](int k0) {
+      const int kc = k - k0 < KC ? k - k0 : KC, k4 = (kc + 3) / 4 * 4;
 #pragma unroll
-    for (int f = 0; f < FILL_A; ++f) {
-      const int i = tid + f * THREADS, r = i / k4, kk = i - r * k4;
-      va[f] = (i < BM * k4 && r < rows && kk < k) ? E::to(at[int64_t(r) * k + kk]) : 0.0f;
-    }
-#pragma unroll
-    for (int f = 0; f < FILL_B; ++f) {
-      const int i = tid + f * THREADS;
-      if (L == KFORGE_HGEMM_TN) {  // B column-major: column j is k contiguous elements at b + (n0 + j) * k
-        const int j = i / k4, kk = i - j * k4;
-        vb[f] = (i < BN * k4 && j < cols && kk < k) ? E::to(b[(n0 + j) * int64_t(k) + kk]) : 0.0f;
-      } else {  // B row-major K x N: row kk's tile is BN contiguous elements at b + kk * n + n0
-        const int kk = i / BN, j = i % BN;
-        vb[f] = (kk < k4 && j < cols && kk < k) ? E::to(b[int64_t(kk) * n + n0 + j]) : 0.0f;
+      for (int f = 0; f < FILL_A; ++f) {
+        const int i = tid + f * THREADS, r = i / k4, kk = i - r * k4;
+        va[f] = (i < BM * k4 && r < rows && kk < kc) ? E::to(at[int64_t(r) * k + k0 + kk]) : 0.0f;
       }
-    }
 #pragma unroll
-    for (int f = 0; f < FILL_A; ++f) {
-      const int i = tid + f * THREADS, r = i / k4;
-      if (i < BM * k4) as[r][i - r * k4] = va[f];
-    }
-#pragma unroll
-    for (int f = 0; f < FILL_B; ++f) {
-      const int i = tid + f * THREADS;
-      if (L == KFORGE_HGEMM_TN) {
-        const int j = i / k4;
-        if (i < BN * k4) bs[i - j * k4][j] = vb[f];
-      } else if (i / BN < k4) {
-        bs[i / BN][i % BN] = vb[f];
-      }
-    }
-    __syncthreads();
-    const int kq = k4 / 4;  // float4 groups holding the K values (uniform across the CTA)
-    float b0[KMAX], b1[KMAX];
-#pragma unroll
-    for (int kk = 0; kk < KMAX; ++kk)
-      if (kk < k4) b0[kk] = bs[kk][col], b1[kk] = bs[kk][col + 64];
-    for (int r = rg; r < rows; r += RG) {
-      float acc0 = 0.0f, acc1 = 0.0f;
-#pragma unroll
-      for (int q = 0; q < KMAX / 4; ++q) {
-        if (q < kq) {
-          const float4 av = *reinterpret_cast<const float4*>(&as[r][4 * q]);
-          acc0 = fmaf(av.x, b0[4 * q + 0], acc0), acc1 = fmaf(av.x, b1[4 * q + 0], acc1);
-          acc0 = fmaf(av.y, b0[4 * q + 1], acc0), acc1 = fmaf(av.y, b1[4 * q + 1], acc1);
-          acc0 = fmaf(av.z, b0[4 * q + 2], acc0), acc1 = fmaf(av.z, b1[4 * q + 2], acc1);
-          acc0 = fmaf(av.w, b0[4 * q + 3], acc0), acc1 = fmaf(av.w, b1[4 * q + 3], acc1);
+      for (int f = 0; f < FILL_B; ++f) {
+        const int i = tid + f * THREADS;
+        if (L == KFORGE_HGEMM_TN) {  // B column-major: column j is k contiguous elements at b + (n0 + j) * k
+          const int j = i / k4, kk = i - j * k4;
+          vb[f] = (i < BN * k4 && j < cols && kk < kc) ? E::to(b[(n0 + j) * int64_t(k) + k0 + kk]) : 0.0f;
+        } else {  // B row-major K x N: row kk's tile is BN contiguous elements at b + kk * n + n0
+          const int kk = i / BN, j = i % BN;
+          vb[f] = (kk < kc && j < cols) ? E::to(b[int64_t(k0 + kk) * n + n0 + j]) : 0.0f;
         }
       }
-      T* row = c + (m0 + r) * n + n0;
-      if (col < cols) row[col] = E::from(acc0);
-      if (col + 64 < cols) row[col + 64] = E::from(acc1);
+    };
+    auto store = [&](int k0) {
+      const int kc = k - k0 < KC ? k - k0 : KC, k4 = (kc + 3) / 4 * 4;
+#pragma unroll
+      for (int f = 0; f < FILL_A; ++f) {
+        const int i = tid + f * THREADS, r = i / k4;
+        if (i < BM * k4) as[r][i - r * k4] = va[f];
+      }
+#pragma unroll
+      for (int f = 0; f < FILL_B; ++f) {
+        const int i = tid + f * THREADS;
+        if (L == KFORGE_HGEMM_TN) {
+          const int j = i / k4;
+          if (i < BN * k4) bs[i - j * k4][j] = vb[f];
+        } else if (i / BN < k4) {
+          bs[i / BN][i % BN] = vb[f];
+        }
+      }
+    };
+    // A pass: rows r0, r0 + RG, r0 + 2 RG, r0 + 3 RG of the tile, K values 4 q .. 4 q + 3 for q < kq.
+    auto pass_fma = [&](int r0, int kq, const float* b0, const float* b1, float* s0, float* s1) {
+#pragma unroll
+      for (int q = 0; q < KC / 4; ++q) {
+        if (q < kq) {
+#pragma unroll
+          for (int u = 0; u < RU; ++u) {
+            const float4 av = *reinterpret_cast<const float4*>(&as[r0 + u * RG][4 * q]);
+            s0[u] = fmaf(av.x, b0[4 * q + 0], s0[u]), s1[u] = fmaf(av.x, b1[4 * q + 0], s1[u]);
+            s0[u] = fmaf(av.y, b0[4 * q + 1], s0[u]), s1[u] = fmaf(av.y, b1[4 * q + 1], s1[u]);
+            s0[u] = fmaf(av.z, b0[4 * q + 2], s0[u]), s1[u] = fmaf(av.z, b1[4 * q + 2], s1[u]);
+            s0[u] = fmaf(av.w, b0[4 * q + 3], s0[u]), s1[u] = fmaf(av.w, b1[4 * q + 3], s1[u]);
+          }
+        }
+      }
+    };
+    auto pass_store = [&](int r0, const float* s0, const float* s1) {
+      T* row = c + (m0 + r0) * n + n0;
+#pragma unroll
+      for (int u = 0; u < RU; ++u, row += RG * n) {
+        if (r0 + u * RG < rows) {
+          if (col < cols) row[col] = E::from(s0[u]);
+          if (col + CL < cols) row[col + CL] = E::from(s1[u]);
+        }
+      }
+    };
+    float acc0[PASSES][RU], acc1[PASSES][RU];
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p)
+#pragma unroll
+      for (int u = 0; u < RU; ++u) acc0[p][u] = 0.0f, acc1[p][u] = 0.0f;
+    load(0);
+    for (int ch = 0; ch < chunks; ++ch) {
+      const int k0 = ch * KC;
+      store(k0);
+      __syncthreads();
+      if (KMAX > KC && ch + 1 < chunks) load(k0 + KC);  // the next chunk's loads fly under this chunk's FMAs
+      const int kq = ((k - k0 < KC ? k - k0 : KC) + 3) / 4;  // float4 groups holding K values (CTA-uniform)
+      float b0[KC], b1[KC];
+#pragma unroll
+      for (int kk = 0; kk < KC; ++kk)
+        if (kk < 4 * kq) b0[kk] = bs[kk][col], b1[kk] = bs[kk][col + CL];
+      // Four rows per pass (rows r, r + RG, r + 2 RG, r + 3 RG): eight independent accumulation
+      // chains per thread, so that a warp's shared loads and FMA latencies overlap (one row per
+      // pass made every tile a chain of 32 dependent row steps: ~3.5 us a tile on the H200, the
+      // launch aside). Rows past the matrix's edge read the zero fill; a pass whose first row is
+      // past it is skipped.
+      if constexpr (KMAX == KC) {
+        // One chunk: a pass's accumulators start and end in it (a loop, not unrolled: registers).
+#pragma unroll 1
+        for (int r0 = rg; r0 < rows; r0 += RG * RU) {
+          float s0[RU], s1[RU];
+#pragma unroll
+          for (int u = 0; u < RU; ++u) s0[u] = 0.0f, s1[u] = 0.0f;
+          pass_fma(r0, kq, b0, b1, s0, s1);
+          pass_store(r0, s0, s1);
+        }
+      } else {
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+          const int r0 = rg + p * RG * RU;
+          if (r0 >= rows) continue;
+          pass_fma(r0, kq, b0, b1, acc0[p], acc1[p]);
+          if (ch == chunks - 1) pass_store(r0, acc0[p], acc1[p]);  // the last chunk: round and store
+        }
+      }
+      __syncthreads();  // the next chunk's (or tile's) fill overwrites as / bs
     }
-    __syncthreads();  // the next tile's fill overwrites as / bs
   }
 #else
   (void)a_in, (void)b_in, (void)c_out, (void)m, (void)n, (void)k, (void)tiles_n, (void)tiles;
@@ -139,17 +200,18 @@ __global__ void __launch_bounds__(THREADS)
 
 // The variant. Serves K <= KMAX, any M and N, any 2-byte aligned pointers, of its layout,
 // accumulation and dtype (bf16: fp32 accumulation only); no workspace.
-template <int BM, int KMAX, int THREADS, kforge_hgemm_layout L, kforge_hgemm_acc ACC, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+template <int BM, int BN, int KMAX, int THREADS, kforge_hgemm_layout L, kforge_hgemm_acc ACC,
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct Gemm {
   static constexpr kforge_hgemm_dtype kDtype = DT;
-  static constexpr int kBn = 128;
+  static constexpr int kBn = BN;
 
   static constexpr KernelConfig config() {
     KernelConfig c{};
     c.family = Family::kSmallK;
     c.bm = BM;
     c.bn = kBn;
-    c.bk = KMAX;
+    c.bk = 8;  // one chunk of K per fill
     c.consumers = THREADS / 32;
     c.max_k = KMAX;
     return c;
@@ -164,7 +226,7 @@ struct Gemm {
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
-  static auto kernel_ptr() { return detail::smallk_kernel<BM, KMAX, THREADS, L, DT>; }
+  static auto kernel_ptr() { return detail::smallk_kernel<BM, BN, KMAX, THREADS, L, DT>; }
 
   static int resident_ctas() { return resident_plain_ctas(kernel_ptr(), THREADS, 0); }
 

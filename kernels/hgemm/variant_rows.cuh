@@ -69,11 +69,11 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SKINNY_T_NW(L, A, LN, AN, DT, MT, BN, BK, W, ST, WN) \
   KF_SKINNY_ROW(L, A, LN, AN, DT, "n", true, WN, "_nw" KF_STR(WN), MT, BN, BK, W, ST)
 
-// Small K (K <= KMAX): BM x 128 tiles of C on THREADS threads, on the CUDA cores.
-#define KF_SMALLK(L, A, LN, AN, DT, BM, KMAX, THREADS)                                                     \
-  entry<smallk::Gemm<BM, KMAX, THREADS, L, A, DT>>("smallk_" LN "_" AN "_" KF_STR(BM) "x128_k" KF_STR(KMAX) \
-                                                   "_t" KF_STR(THREADS),                                    \
-                                                   L, A),
+// Small K (K <= KMAX): BM x BN tiles of C on THREADS threads, on the CUDA cores.
+#define KF_SMALLK(L, A, LN, AN, DT, BM, BN, KMAX, THREADS)                                                      \
+  entry<smallk::Gemm<BM, BN, KMAX, THREADS, L, A, DT>>("smallk_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_k" \
+                                                       KF_STR(KMAX) "_t" KF_STR(THREADS),                     \
+                                                       L, A),
 
 // Shorthands of the tables, one configuration for both B layouts. fp16, fp32 accumulation (the
 // tuned space) and fp16 accumulation (a smaller space: correct and reasonably fast, not a

@@ -49,8 +49,11 @@ const KernelVariant kVariantsBf16[] = {
     // M 17-32 with 128-column tiles and the warps split along N (fp16's twin: 13.6 -> 12.4 us at
     // 31x4096x4096 on the H200 against the m32x64 variant above); last, so that ties keep the above.
     KF_SKINNY_NW_BF16(32, 128, 64, 8, 6, 8)
-    // Small K (K <= 8): as the fp16 table's.
-    KF_SMALLK_BF16(128, 8, 256)
+    // Small K: as the fp16 table's.
+    KF_SMALLK_BF16(128, 128, 8, 256)
+    KF_SMALLK_BF16(128, 32, 8, 256)
+    KF_SMALLK_BF16(64, 128, 64, 256)
+    KF_SMALLK_BF16(128, 32, 64, 256)
 };
 
 }  // namespace

@@ -304,12 +304,15 @@ TEST(HgemmKernels, OffTableShapesTakeTheirNearestTunedNeighbours) {
   ASSERT_NE(x.unaligned, nullptr);
   EXPECT_NE(x.unaligned->config.family, kernels::Family::kSm90);
   // A large unaligned shape: the 8192^3 winner's twin; a tiny one with almost nothing to load
-  // (K = 3, past the small-K family's K <= 8): the copies' launches would cost more than the GEMM,
-  // and the best variant without TMA (which the twin competes with) wins.
+  // (K = 67, past the small-K family's K <= 64): the copies' launches would cost more than the
+  // GEMM, and the best variant without TMA (which the twin competes with) wins.
   EXPECT_EQ(pick(8000, 8000, 8190).variant, kernels::padded_twin(*kernels::find_variant(b)));
-  x = pick(89, 55, 11);
+  x = pick(89, 55, 67);
   EXPECT_EQ(x.how, kernels::Choice::How::kNeighbour);
   EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80) << x.variant->name;
+  x = pick(89, 55, 11);  // tiny, K <= 64: the small-K family's
+  EXPECT_EQ(x.how, kernels::Choice::How::kSmallK);
+  EXPECT_EQ(x.variant->config.family, kernels::Family::kSmallK) << x.variant->name;
   x = pick(89, 55, 1);  // K <= 8: the small-K family's
   EXPECT_EQ(x.how, kernels::Choice::How::kSmallK);
   EXPECT_EQ(x.variant->config.family, kernels::Family::kSmallK) << x.variant->name;
@@ -540,10 +543,12 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
 // Step 2 calibrated: each proposal is predicted as its entry's measured time x the model's ratio
 // between the problem and the entry's shape, so that measurements decide between two families
 // the model ranks the other way. Entries without a time fall back to the plain model.
-// K <= 8: the small-K family (smallk_gemm.cuh), after an exact table entry and before the
-// neighbours, decode shapes included; K = 9 is the other families' again.
+// K <= 8, and tiny problems of K <= 64: the small-K family (smallk_gemm.cuh), after an exact table
+// entry and before the neighbours, decode shapes included; K > 64, and K 9..64 on a problem whose
+// CUDA-core FMAs would take longer than its launch, are the other families' again.
 TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
-  ASSERT_EQ(kernels::small_k_limit(), 8);
+  ASSERT_EQ(kernels::small_k_limit(), 64);
+  ASSERT_EQ(kernels::kSmallKChunk, 8);
   const char* wide = "sm90_tn_f32_64x64_s6_c1_k1_g0_false";
   const kernels::DispatchEntry table[] = {{64, 4096, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, wide},
                                           {403, 7053, 4, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32,
@@ -555,7 +560,8 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
       for (auto [a, dt] : {std::pair{KFORGE_HGEMM_ACC_F32, KFORGE_HGEMM_F16}, std::pair{KFORGE_HGEMM_ACC_F16, KFORGE_HGEMM_F16},
                            std::pair{KFORGE_HGEMM_ACC_F32, KFORGE_HGEMM_BF16}})
         for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{89, 55, 1}, {13822, 3521, 3}, {403, 7053, 4},
-                               {3, 26, 2}, {17, 3434, 6}, {2560, 2024, 8}, {64, 4096, 8}, {1, 1, 1}}) {
+                               {3, 26, 2}, {17, 3434, 6}, {2560, 2024, 8}, {64, 4096, 8}, {1, 1, 1},
+                               {814, 28, 12}, {4213, 15, 31}, {11784, 4, 26}, {16, 16, 16}, {2, 32, 27}, {4, 28, 33}}) {
           const kforge_hgemm_problem p = prob(m, n, k, l, a, dt);
           const kernels::Choice c = disp.resolve(p, d, -1);
           const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
@@ -571,10 +577,21 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
           EXPECT_EQ(c.workspace, 0u) << what;
           EXPECT_EQ(kernels::model_choice(p, d, -1, cc), c.variant) << what;
         }
-    const kernels::Choice deeper = disp.resolve(prob(64, 4096, 9), d, -1);
-    ASSERT_NE(deeper.variant, nullptr);
-    EXPECT_NE(deeper.variant->config.family, kernels::Family::kSmallK) << deeper.variant->name;
-    EXPECT_NE(deeper.how, kernels::Choice::How::kSmallK);
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 4096, 65}, {2560, 2024, 16}, {2560, 2024, 9},
+                           {8192, 8192, 32}, {1, 1, 65}}) {
+      const kforge_hgemm_problem p = prob(m, n, k);
+      const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+      EXPECT_FALSE(kernels::small_k_regime(p, d)) << what;
+      const kernels::Choice deeper = disp.resolve(p, d, -1);
+      ASSERT_NE(deeper.variant, nullptr) << what;
+      EXPECT_NE(deeper.variant->config.family, kernels::Family::kSmallK) << what << ": " << deeper.variant->name;
+      EXPECT_NE(deeper.how, kernels::Choice::How::kSmallK) << what;
+      EXPECT_NE(kernels::model_choice(p, d, -1, cc)->config.family, kernels::Family::kSmallK) << what;
+    }
+    // A narrow N goes to the 32-column tiles (a 128-column tile would compute 124 columns of padding).
+    const kernels::Choice narrow = disp.resolve(prob(11784, 4, 26), d, -1);
+    ASSERT_NE(narrow.variant, nullptr);
+    EXPECT_EQ(narrow.variant->config.bn, 32) << narrow.variant->name;
   }
   // The model: bound by writing C (13822x3521x3: 97 MB at 80% of 4.5 TB/s, ~27 us, plus launch).
   const kernels::KernelVariant* sk = kernels::model_choice(prob(13822, 3521, 3), 132, 90);
