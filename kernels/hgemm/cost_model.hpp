@@ -75,31 +75,35 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
 }
 
 // The small-K family (Family::kSmallK, K <= max_k): an outer product on the CUDA cores, bound by
-// the bytes it moves (C written once, A and B read once), taken at 80% of the device's bandwidth,
-// or by its fp32 FMAs (smallk_fma_us), plus each round of tiles' fill (one memory latency, ~1 us,
-// at 4 CTAs per SM; further chunks of K are loaded under the previous chunk's FMAs, ~0.1 us each)
-// and the launch. The store-bound figure is the prediction behind the family: 13822x3521x3 writes
-// 97 MB, ~27 us, where cuBLASLt took 67 us on the H200.
+// the bytes it moves (smallk_store_us) or by its fp32 FMAs (smallk_fma_us), plus each round of
+// tiles' fill (one memory latency, ~1 us, at 4 CTAs per SM) and the launch. The store-bound
+// figure is the prediction behind the family: 13822x3521x3 writes 97 MB, ~27 us, where cuBLASLt
+// took 67 us on the H200 (this family: 49-51 us).
 //
-// The FMA time: every tile computes BN columns (padding included: a 4-column problem on
-// 128-column tiles pays for 128) of its rows (all BM, or M rounded to 4 when M < BM: passes past
-// the last row are skipped) over K in chunks of 8, each rounded to 4; one SM's tiles after
-// another, at half of ~128 FMAs per SM per clock at ~1.7 GHz.
+// The bytes: C written once, A and B read once, at 80% of the device's bandwidth.
+inline double smallk_store_us(int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
+  const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
+  return 2.0 * (double(m) * k + double(k) * n + double(m) * n) / (0.8 * bw);
+}
+
+// The FMAs: every tile computes BN columns (padding included: a 4-column problem on 128-column
+// tiles pays for 128) of its rows (all BM, or M rounded to 4 when M < BM: passes past the last
+// row are skipped) over K rounded to 4; one SM's tiles after another, at 22% of 128 FMAs per SM
+// per clock at ~1.7 GHz: fitted on the H200 (sixteenth session, graph mode): 8192x8192x8 took
+// 82-85 us on 128 x 128 tiles, 31 tiles per SM (its stores alone: ~37 us).
 inline double smallk_fma_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
   const double tiles = std::ceil(double(m) / std::max(1, c.bm)) * std::ceil(double(n) / std::max(1, c.bn));
   const double rows = m >= c.bm ? double(c.bm) : 4.0 * std::ceil(double(m) / 4.0);
-  const double k_padded = 8.0 * double(k / 8) + 4.0 * std::ceil(double(k % 8) / 4.0);
-  return std::ceil(tiles / sms) * rows * c.bn * k_padded / (128.0 * 1.7e3 * 0.5);
+  const double k4 = 4.0 * std::ceil(double(k) / 4.0);
+  return std::ceil(tiles / sms) * rows * c.bn * k4 / (128.0 * 1.7e3 * 0.22);
 }
 
 inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
-  const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
-  const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
   const double tiles = std::ceil(double(m) / std::max(1, c.bm)) * std::ceil(double(n) / std::max(1, c.bn));
-  const double fill_us = 1.0 * std::ceil(tiles / (4.0 * sms)) + 0.1 * std::ceil(double(k) / 8.0);
-  return std::max(bytes / (0.8 * bw), smallk_fma_us(c, m, n, k, d)) + fill_us + 2.0;
+  const double fill_us = 1.0 * std::ceil(tiles / (4.0 * sms));
+  return std::max(smallk_store_us(m, n, k, d), smallk_fma_us(c, m, n, k, d)) + fill_us + 2.0;
 }
 
 // The fraction of the nominal tensor peak one sm90 tile sustains over its K loop, by tile shape and

@@ -79,12 +79,12 @@ int64_t small_k_limit() {
 
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d) {
-  if (p.k > small_k_limit()) return false;
-  if (p.k <= kSmallKChunk) return true;
+  if (p.k > small_k_limit() || (p.k % 8 == 0 && p.n % 8 == 0)) return false;
+  const double bound = std::max(2.0 * smallk_store_us(p.m, p.n, p.k, d), kSmallKTinyFmaUs);
   size_t count = 0;
   const KernelVariant* all = variants(&count);
   for (size_t i = 0; i < count; ++i)
-    if (all[i].config.max_k >= p.k && smallk_fma_us(all[i].config, p.m, p.n, p.k, d) <= kSmallKTinyFmaUs) return true;
+    if (all[i].config.max_k >= p.k && smallk_fma_us(all[i].config, p.m, p.n, p.k, d) <= bound) return true;
   return false;
 }
 bool small_n_regime(int64_t n) { return n <= small_n_limit(); }
@@ -115,7 +115,7 @@ const char* to_string(Choice::How h) {
     case Choice::How::kTableTwin: return "tuned table, the fp16 entry's configuration in bf16";
     case Choice::How::kNeighbour: return "nearest tuned neighbours";
     case Choice::How::kModel: return "cost model";
-    case Choice::How::kSmallK: return "small-K family (K <= 8, or a tiny problem of K <= 64)";
+    case Choice::How::kSmallK: return "small-K family (K <= 8, rows not 16-byte multiples)";
     default: return "none";
   }
 }
@@ -127,10 +127,9 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
   // Decode shapes (small_m_regime, or small_n_regime for the swapped roles) are the decode family's when one of its variants serves them;
   // the model ranks within it (the wide-tile families' time on them is what it models worst:
   // measured 0.46-0.62 of cuBLASLt). A tuned entry overrides this, as everywhere.
-  // small_k_regime (K <= 8, or tiny with K <= 64) goes to the small-K family first, decode shapes
-  // included: with so little K the cost is writing C (or, tiny, the launch and one fill), which no
-  // tensor-core tile does faster, and theirs pad K to a whole K tile (and re-pitch or guard rows
-  // when K % 8 != 0).
+  // small_k_regime (K <= 8, rows not 16-byte multiples, not FMA-bound) goes to the small-K family
+  // first, decode shapes included: with so little K the cost is writing C, and the tensor-core
+  // families pad K to a whole K tile and re-pitch or guard such rows.
   bool smallk = false;
   const bool smallk_regime = small_k_regime(p, d);
   for (size_t i = 0; i < count && !smallk && smallk_regime; ++i)

@@ -9,8 +9,8 @@
 //
 // In order:
 //  1. the tuned table's entry for exactly this problem, when its variant supports it here;
-//  1b. small_k_regime (K <= 8, or a tiny problem of K <= 64): the small-K family (smallk_gemm.cuh),
-//      the cost model's best of it;
+//  1b. small_k_regime (K <= 8 with K or N % 8 != 0, not FMA-bound): the small-K family
+//      (smallk_gemm.cuh), the cost model's best of it;
 //  2. nearest neighbours: the tuned entries of the same layout, accumulation and regime (decode,
 //     M <= small_m_limit() or N <= small_n_limit(), or not) whose variants support the problem, by distance in
 //     (log M, log N, log K) (a TMA winner proposes its padded twin for K or N % 8 != 0); the nearest entry and every entry
@@ -81,13 +81,13 @@ const KernelVariant* dtype_twin(const KernelVariant& v, kforge_hgemm_dtype dt);
 bool small_m_regime(int64_t m);
 // The largest K a small-K variant serves (KernelConfig::max_k; 0 without any), and whether `p` is
 // in that regime: such problems go to the small-K family (after an exact table entry, before the
-// neighbours). K <= kSmallKChunk (one chunk: an outer product whose cost is writing C) always;
-// a deeper K up to small_k_limit() when some small-K variant's FMAs on it take at most
-// kSmallKTinyFmaUs by the model (smallk_fma_us): a problem so small that its time is the launch
-// and one fill, where the tensor-core families pad K to a whole K tile and re-pitch or guard rows
-// that are not 16-byte multiples (measured on the H200, graph mode: 814x28x12 5.6 us, 4213x15x31
-// 4.4 us, 11784x4x26 4.6 us against cuBLASLt's 2.1-2.6).
-inline constexpr int64_t kSmallKChunk = 8;
+// neighbours). K <= small_k_limit() with rows that are not 16-byte multiples (K % 8 or N % 8 !=
+// 0: the other families re-pitch or guard them), when some small-K variant's FMAs take at most
+// twice its stores, or at most kSmallKTinyFmaUs (a problem so small that its time is the launch
+// and one fill), by the model (smallk_fma_us, smallk_store_us). Measured on the H200 (sixteenth
+// session, graph mode): with aligned rows (K = 8) the Hopper and decode tiles were faster, tiny
+// shapes included (168x56x8 1.8 us against 2.6, 48x8x8 1.5 against 2.1); with FMAs well past the
+// stores, the tensor cores (8192x8192x8 43 us against 82-85).
 inline constexpr double kSmallKTinyFmaUs = 1.25;
 int64_t small_k_limit();
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);

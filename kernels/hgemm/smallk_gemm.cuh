@@ -1,5 +1,4 @@
-// kforge's small-K HGEMM kernel family: C[M,N] = A[M,K] * B for K <= KMAX (8 or 64), on the CUDA
-// cores.
+// kforge's small-K HGEMM kernel family: C[M,N] = A[M,K] * B for K <= KMAX (8), on the CUDA cores.
 //
 // Why a family of its own: with K this small a GEMM is an outer product whose cost is writing C
 // (2 x M x N bytes) and launching. The tensor-core families pad K to a whole K tile (64 deep for
@@ -7,35 +6,32 @@
 // family re-pitches both operands in two extra launches and the sm_80 family loads them element by
 // element ahead of every tile; measured on the H200 (thirteenth and fourteenth sessions, off-grid
 // set, graph mode): 89x55x1 5.7 us against cuBLASLt's 1.3, 403x7053x4 12.6 against 6.6,
-// 13822x3521x3 119 against 67. The KMAX = 64 variants serve tiny problems of K 9..64 (the
-// dispatcher's small_k_regime), whose time is the launch and a fill, not the FMAs.
+// 13822x3521x3 119 against 67. The dispatcher sends it only such rows (small_k_regime).
 //
 //   * One CTA per BM x BN tile of C (a grid-stride loop over the tiles, row-major: consecutive
 //     CTAs write neighbouring column tiles of the same rows). THREADS threads.
-//   * K in chunks of 8. A chunk's fill: the A tile (BM rows x the chunk; with K <= 8 one
-//     contiguous run of A, its rows being K long) and the B tile (the chunk x BN: for tn BN runs
-//     of the chunk, for nn the chunk's runs of BN) are read element by element (coalesced, any
-//     alignment) into registers, every load of the chunk issued before the first is stored to
-//     shared memory as fp32, so that a chunk waits one memory latency, not one per load (the first
-//     version stored each load before issuing the next: 89x55x1 took 3.4 us in graph mode on the
-//     H200, 13822x3521x3 70 us, 1.4 TB/s); the next chunk's loads are issued before this chunk's
-//     FMAs. Slots up to the chunk's K rounded to 4 are written, zero past K and past the edge.
+//   * The fill: the A tile (BM rows x K, one contiguous run of A since its rows are K long) and the
+//     B tile (K x BN: for tn a contiguous run of BN rows of K, for nn K runs of BN) are read element
+//     by element (coalesced, any alignment) into registers, every load of the tile issued before
+//     the first is stored to shared memory as fp32, so that a tile waits one memory latency, not
+//     one per load (the first version stored each load before issuing the next: 89x55x1 took 3.4
+//     us in graph mode on the H200, 13822x3521x3 70 us, 1.4 TB/s). Slots up to K rounded to 4 are
+//     written, zero past K and past the matrix's edge.
 //   * Thread t owns columns j = t % (BN / 2) and j + BN / 2 of the tile and rows r = t / (BN / 2),
 //     r + RG, ... (RG = THREADS / (BN / 2) row groups; four rows per pass, eight independent
-//     accumulators): it keeps its two B columns of the chunk in registers and, per row, reads the
-//     A row as float4s (a broadcast: the threads of a row group share it) and accumulates
+//     accumulators): it keeps its two B columns in registers and, per row, reads the A row as
+//     float4s (a broadcast: the threads of a row group share it) and accumulates
 //     sum_k A[r][k] B[k][j] in fp32 in order k = 0, 1, ..., K-1 (the float4 groups past K are
 //     skipped; within the last group the zero fill adds exact zeros). fp16 accumulation (ACC f16)
-//     takes the same fp32 sums: more accurate than its contract, never less. With one chunk
-//     (KMAX = 8) a pass's accumulators live only in it (64 registers at 128 x 128); with more,
-//     every pass's live across the chunks (BM x BN / THREADS per thread).
+//     takes the same fp32 sums: more accurate than its contract, never less.
 //   * Each row's outputs are rounded to fp16 / bf16 (round to nearest) and stored as 2-byte
 //     elements: a warp stores runs of consecutive elements of a row (coalesced; any N, any
 //     alignment).
 //   * Programmatic dependent launch on sm_90 (as the other families, unless KFORGE_HGEMM_PDL=0).
-//   * At K = 16 on large problems the CUDA-core products lose to the Hopper tiles (first version:
-//     2560x2024x16 12.1 against 6.7 us), whose K tile holds such a K whole: K 9..64 is this
-//     family's only on tiny problems.
+//   * KMAX = 8: deeper K lost to the other families on the H200 even on tiny problems. K = 16,
+//     first version: 2560x2024x16 12.1 against the Hopper tiles' 6.7 us; K up to 64 in chunks of
+//     8 (sixteenth session): each chunk waited its own memory latency, 4.2-6.7 us on 64x64x24,
+//     4x28x33, 256x256x32, 11784x4x26 against 1.8-3.9 us for the best other variant.
 // Deterministic (no atomics, fixed order): bit-identical from run to run.
 #pragma once
 
@@ -58,73 +54,80 @@ __global__ void __launch_bounds__(THREADS)
     smallk_kernel(const void* __restrict__ a_in, const void* __restrict__ b_in, void* __restrict__ c_out, int64_t m,
                   int64_t n, int k, int64_t tiles_n, int64_t tiles) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  constexpr int KC = 8;                  // K per chunk: the shared tiles hold one chunk
-  constexpr int CL = BN / 2;             // column lanes: thread t owns columns t % CL and t % CL + CL
-  constexpr int RG = THREADS / CL;       // row groups
-  constexpr int RU = 4;                  // rows per pass (independent accumulation chains)
-  constexpr int PASSES = BM / (RG * RU);  // passes per tile; every pass's accumulators live across the chunks
-  constexpr int FILL_A = BM * KC / THREADS, FILL_B = BN * KC / THREADS;  // loads per thread per chunk
-  static_assert(THREADS % CL == 0 && BM % (RG * RU) == 0 && KMAX % KC == 0, "small-K tile");
-  static_assert(BM * KC % THREADS == 0 && BN * KC % THREADS == 0 && FILL_B >= 1, "small-K fill");
+  constexpr int CL = BN / 2;        // column lanes: thread t owns columns t % CL and t % CL + CL
+  constexpr int RG = THREADS / CL;  // row groups
+  constexpr int RU = 4;             // rows per pass (independent accumulation chains)
+  constexpr int FILL_A = BM * KMAX / THREADS, FILL_B = BN * KMAX / THREADS;  // loads per thread, at most
+  static_assert(THREADS % CL == 0 && BM % (RG * RU) == 0 && KMAX % 4 == 0, "small-K tile");
+  static_assert(BM * KMAX % THREADS == 0 && BN * KMAX % THREADS == 0 && FILL_B >= 1, "small-K fill");
   using E = Elem<DT>;
   using T = typename E::T;
   const T* a = static_cast<const T*>(a_in);
   const T* b = static_cast<const T*>(b_in);
   T* c = static_cast<T*>(c_out);
-  __shared__ __align__(16) float as[BM][KC];
-  __shared__ float bs[KC][BN + 1];  // odd pitch: the tn fill (consecutive k) is conflict-free
+  __shared__ __align__(16) float as[BM][KMAX];
+  __shared__ float bs[KMAX][BN + 1];  // odd pitch: the tn fill (consecutive k) is conflict-free
   skinny::detail::grid_dependency_wait();
   const int tid = threadIdx.x;
   const int col = tid % CL, rg = tid / CL;
-  const int chunks = (k + KC - 1) / KC;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t m0 = (tile / tiles_n) * BM, n0 = (tile % tiles_n) * BN;
     const int rows = int(m - m0 < BM ? m - m0 : BM), cols = int(n - n0 < BN ? n - n0 : BN);
     const T* at = a + m0 * int64_t(k);
     float va[FILL_A], vb[FILL_B];
-    // One chunk's loads into registers (k0 .. k0 + kc, slots up to kc rounded to 4; zero past K and
-    // past the matrix's edge). With K <= KC the A tile is one contiguous run (pitch k4 = its rows).
-    auto load = [&](int k0) {
-      const int kc = k - k0 < KC ? k - k0 : KC, k4 = (kc + 3) / 4 * 4;
+    // The fill's loads into registers (slots up to K rounded to 4; zero past K and past the
+    // matrix's edge; the A tile is one contiguous run of A, its rows being K long).
+    const int k4 = (k + 3) / 4 * 4;
 #pragma unroll
-      for (int f = 0; f < FILL_A; ++f) {
-        const int i = tid + f * THREADS, r = i / k4, kk = i - r * k4;
-        va[f] = (i < BM * k4 && r < rows && kk < kc) ? E::to(at[int64_t(r) * k + k0 + kk]) : 0.0f;
+    for (int f = 0; f < FILL_A; ++f) {
+      const int i = tid + f * THREADS, r = i / k4, kk = i - r * k4;
+      va[f] = (i < BM * k4 && r < rows && kk < k) ? E::to(at[int64_t(r) * k + kk]) : 0.0f;
+    }
+#pragma unroll
+    for (int f = 0; f < FILL_B; ++f) {
+      const int i = tid + f * THREADS;
+      if (L == KFORGE_HGEMM_TN) {  // B column-major: column j is k contiguous elements at b + (n0 + j) * k
+        const int j = i / k4, kk = i - j * k4;
+        vb[f] = (i < BN * k4 && j < cols && kk < k) ? E::to(b[(n0 + j) * int64_t(k) + kk]) : 0.0f;
+      } else {  // B row-major K x N: row kk's tile is BN contiguous elements at b + kk * n + n0
+        const int kk = i / BN, j = i % BN;
+        vb[f] = (kk < k && j < cols) ? E::to(b[int64_t(kk) * n + n0 + j]) : 0.0f;
       }
+    }
+    // Then the shared stores.
 #pragma unroll
-      for (int f = 0; f < FILL_B; ++f) {
-        const int i = tid + f * THREADS;
-        if (L == KFORGE_HGEMM_TN) {  // B column-major: column j is k contiguous elements at b + (n0 + j) * k
-          const int j = i / k4, kk = i - j * k4;
-          vb[f] = (i < BN * k4 && j < cols && kk < kc) ? E::to(b[(n0 + j) * int64_t(k) + k0 + kk]) : 0.0f;
-        } else {  // B row-major K x N: row kk's tile is BN contiguous elements at b + kk * n + n0
-          const int kk = i / BN, j = i % BN;
-          vb[f] = (kk < kc && j < cols) ? E::to(b[int64_t(k0 + kk) * n + n0 + j]) : 0.0f;
-        }
+    for (int f = 0; f < FILL_A; ++f) {
+      const int i = tid + f * THREADS, r = i / k4;
+      if (i < BM * k4) as[r][i - r * k4] = va[f];
+    }
+#pragma unroll
+    for (int f = 0; f < FILL_B; ++f) {
+      const int i = tid + f * THREADS;
+      if (L == KFORGE_HGEMM_TN) {
+        const int j = i / k4;
+        if (i < BN * k4) bs[i - j * k4][j] = vb[f];
+      } else if (i / BN < k4) {
+        bs[i / BN][i % BN] = vb[f];
       }
-    };
-    auto store = [&](int k0) {
-      const int kc = k - k0 < KC ? k - k0 : KC, k4 = (kc + 3) / 4 * 4;
+    }
+    __syncthreads();
+    const int kq = k4 / 4;  // float4 groups holding the K values (uniform across the CTA)
+    float b0[KMAX], b1[KMAX];
 #pragma unroll
-      for (int f = 0; f < FILL_A; ++f) {
-        const int i = tid + f * THREADS, r = i / k4;
-        if (i < BM * k4) as[r][i - r * k4] = va[f];
-      }
+    for (int kk = 0; kk < KMAX; ++kk)
+      if (kk < k4) b0[kk] = bs[kk][col], b1[kk] = bs[kk][col + CL];
+    // Four rows per pass (rows r, r + RG, r + 2 RG, r + 3 RG): eight independent accumulation chains
+    // per thread, so that a warp's shared loads and FMA latencies overlap (one row per pass made
+    // every tile a chain of 32 dependent row steps: ~3.5 us a tile on the H200, the launch aside).
+    // Rows past the matrix's edge read the zero fill and are not stored. A loop, not unrolled: a
+    // pass's accumulators live only in it (64 registers at 128 x 128).
+#pragma unroll 1
+    for (int r0 = rg; r0 < rows; r0 += RG * RU) {
+      float s0[RU], s1[RU];
 #pragma unroll
-      for (int f = 0; f < FILL_B; ++f) {
-        const int i = tid + f * THREADS;
-        if (L == KFORGE_HGEMM_TN) {
-          const int j = i / k4;
-          if (i < BN * k4) bs[i - j * k4][j] = vb[f];
-        } else if (i / BN < k4) {
-          bs[i / BN][i % BN] = vb[f];
-        }
-      }
-    };
-    // A pass: rows r0, r0 + RG, r0 + 2 RG, r0 + 3 RG of the tile, K values 4 q .. 4 q + 3 for q < kq.
-    auto pass_fma = [&](int r0, int kq, const float* b0, const float* b1, float* s0, float* s1) {
+      for (int u = 0; u < RU; ++u) s0[u] = 0.0f, s1[u] = 0.0f;
 #pragma unroll
-      for (int q = 0; q < KC / 4; ++q) {
+      for (int q = 0; q < KMAX / 4; ++q) {
         if (q < kq) {
 #pragma unroll
           for (int u = 0; u < RU; ++u) {
@@ -136,8 +139,6 @@ __global__ void __launch_bounds__(THREADS)
           }
         }
       }
-    };
-    auto pass_store = [&](int r0, const float* s0, const float* s1) {
       T* row = c + (m0 + r0) * n + n0;
 #pragma unroll
       for (int u = 0; u < RU; ++u, row += RG * n) {
@@ -146,49 +147,8 @@ __global__ void __launch_bounds__(THREADS)
           if (col + CL < cols) row[col + CL] = E::from(s1[u]);
         }
       }
-    };
-    float acc0[PASSES][RU], acc1[PASSES][RU];
-#pragma unroll
-    for (int p = 0; p < PASSES; ++p)
-#pragma unroll
-      for (int u = 0; u < RU; ++u) acc0[p][u] = 0.0f, acc1[p][u] = 0.0f;
-    load(0);
-    for (int ch = 0; ch < chunks; ++ch) {
-      const int k0 = ch * KC;
-      store(k0);
-      __syncthreads();
-      if (KMAX > KC && ch + 1 < chunks) load(k0 + KC);  // the next chunk's loads fly under this chunk's FMAs
-      const int kq = ((k - k0 < KC ? k - k0 : KC) + 3) / 4;  // float4 groups holding K values (CTA-uniform)
-      float b0[KC], b1[KC];
-#pragma unroll
-      for (int kk = 0; kk < KC; ++kk)
-        if (kk < 4 * kq) b0[kk] = bs[kk][col], b1[kk] = bs[kk][col + CL];
-      // Four rows per pass (rows r, r + RG, r + 2 RG, r + 3 RG): eight independent accumulation
-      // chains per thread, so that a warp's shared loads and FMA latencies overlap (one row per
-      // pass made every tile a chain of 32 dependent row steps: ~3.5 us a tile on the H200, the
-      // launch aside). Rows past the matrix's edge read the zero fill; a pass whose first row is
-      // past it is skipped.
-      if constexpr (KMAX == KC) {
-        // One chunk: a pass's accumulators start and end in it (a loop, not unrolled: registers).
-#pragma unroll 1
-        for (int r0 = rg; r0 < rows; r0 += RG * RU) {
-          float s0[RU], s1[RU];
-#pragma unroll
-          for (int u = 0; u < RU; ++u) s0[u] = 0.0f, s1[u] = 0.0f;
-          pass_fma(r0, kq, b0, b1, s0, s1);
-          pass_store(r0, s0, s1);
-        }
-      } else {
-#pragma unroll
-        for (int p = 0; p < PASSES; ++p) {
-          const int r0 = rg + p * RG * RU;
-          if (r0 >= rows) continue;
-          pass_fma(r0, kq, b0, b1, acc0[p], acc1[p]);
-          if (ch == chunks - 1) pass_store(r0, acc0[p], acc1[p]);  // the last chunk: round and store
-        }
-      }
-      __syncthreads();  // the next chunk's (or tile's) fill overwrites as / bs
     }
+    __syncthreads();  // the next tile's fill overwrites as / bs
   }
 #else
   (void)a_in, (void)b_in, (void)c_out, (void)m, (void)n, (void)k, (void)tiles_n, (void)tiles;
@@ -211,7 +171,7 @@ struct Gemm {
     c.family = Family::kSmallK;
     c.bm = BM;
     c.bn = kBn;
-    c.bk = 8;  // one chunk of K per fill
+    c.bk = KMAX;
     c.consumers = THREADS / 32;
     c.max_k = KMAX;
     return c;

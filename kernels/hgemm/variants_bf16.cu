@@ -52,8 +52,6 @@ const KernelVariant kVariantsBf16[] = {
     // Small K: as the fp16 table's.
     KF_SMALLK_BF16(128, 128, 8, 256)
     KF_SMALLK_BF16(128, 32, 8, 256)
-    KF_SMALLK_BF16(64, 128, 64, 256)
-    KF_SMALLK_BF16(128, 32, 64, 256)
 };
 
 }  // namespace

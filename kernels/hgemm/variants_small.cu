@@ -50,16 +50,12 @@ const KernelVariant kVariantsSmall[] = {
     KF_SKINNY_NW_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 128, 64, 8, 6, 8)
     KF_SKINNY_NW_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 128, 64, 8, 4, 4)
     KF_SKINNY_T_NW_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 128, 64, 8, 4, 4)
-    // Small K: outer products on the CUDA cores, bound by writing C (smallk_gemm.cuh). K <= 8 on
-    // 128-column and (narrow N) 32-column tiles; K <= 64 for tiny problems (small_k_regime).
+    // Small K (K <= 8): outer products on the CUDA cores, bound by writing C (smallk_gemm.cuh), on
+    // 128-column and (narrow N) 32-column tiles.
     KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 128, 128, 8, 256)
     KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 128, 32, 8, 256)
-    KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 64, 128, 64, 256)
-    KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 128, 32, 64, 256)
     KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 128, 128, 8, 256)
     KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 128, 32, 8, 256)
-    KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 64, 128, 64, 256)
-    KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 128, 32, 64, 256)
 };
 
 }  // namespace
