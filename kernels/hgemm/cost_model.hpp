@@ -93,7 +93,7 @@ inline double smallk_store_us(int64_t m, int64_t n, int64_t k, const DeviceModel
 // 82-85 us on 128 x 128 tiles, 31 tiles per SM (its stores alone: ~37 us).
 inline double smallk_fma_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
-  const double tiles = std::ceil(double(m) / std::max(1, c.bm)) * std::ceil(double(n) / std::max(1, c.bn));
+  const double tiles = cta_count(c, m, n);  // one CTA per tile (no split)
   const double rows = m >= c.bm ? double(c.bm) : 4.0 * std::ceil(double(m) / 4.0);
   const double k4 = 4.0 * std::ceil(double(k) / 4.0);
   return std::ceil(tiles / sms) * rows * c.bn * k4 / (128.0 * 1.7e3 * 0.22);
@@ -101,7 +101,7 @@ inline double smallk_fma_us(const KernelConfig& c, int64_t m, int64_t n, int64_t
 
 inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
-  const double tiles = std::ceil(double(m) / std::max(1, c.bm)) * std::ceil(double(n) / std::max(1, c.bn));
+  const double tiles = cta_count(c, m, n);  // one CTA per tile (no split)
   const double fill_us = 1.0 * std::ceil(tiles / (4.0 * sms));
   return std::max(smallk_store_us(m, n, k, d), smallk_fma_us(c, m, n, k, d)) + fill_us + 2.0;
 }
