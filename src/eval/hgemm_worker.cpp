@@ -31,6 +31,7 @@
 #include <map>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -361,6 +362,19 @@ struct Batch {
   uint64_t seed = 0;
 };
 
+// Where the judge's own time goes, by its clock, in seconds per part (details.timing.judge_s): a
+// verdict's latency is mostly this work around the timed calls, not the calls. Scopes do not nest.
+struct Spent {
+  std::map<std::string, double> s;
+  struct Scope {
+    Spent& sp;
+    const char* name;
+    double t0 = now_us();
+    Scope(Spent& to, const char* part) : sp(to), name(part) {}
+    ~Scope() { sp.s[name] += (now_us() - t0) * 1e-6; }
+  };
+};
+
 
 class Judge {
  public:
@@ -443,6 +457,7 @@ class Judge {
       phases[name] = phases.value(name, 0.0) + (t - t_phase) * 1e-6;
       t_phase = t;
     };
+    wait_until_idle();
     ensure_baseline();
     phase_done("setup");
     std::string exe = std::getenv("KFORGE_EXECUTOR") ? std::getenv("KFORGE_EXECUTOR") : self_dir() + "/kforge-executor";
@@ -491,6 +506,21 @@ class Judge {
                 strf("the executor had %d threads before the candidate was loaded and %d after", threads_before_, after));
   }
 
+  // Nothing of this verdict runs yet, so a busy GPU is another process's (one whose context is
+  // still being torn down, another tenant's work), never the candidate's: wait for it, 10 s at most.
+  void wait_until_idle() {
+    const double t0 = now_us();
+    double seen = 0;
+    while (!gpu_idle(&seen)) {
+      if (now_us() - t0 > 10e6)
+        throw Fatal{reason::kInternalError, strf("the GPU stayed busy with another process's work for 10 s before the "
+                                                 "candidate was started (a 20 us probe took %.0f us): not judged (the "
+                                                 "candidate is not at fault)", seen)};
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (now_us() - t0 > 1e3) v_.details["idle_wait_s"] = (now_us() - t0) * 1e-6;
+  }
+
   void ensure_baseline() {
     const std::string key = problem_key(p_);
     if (w_.baseline && w_.baseline_key == key) return;
@@ -528,6 +558,8 @@ class Judge {
     slots_dev_ = DeviceBuffer(sizeof(int) * slots, "arena slot list");
     dists_dev_ = DeviceBuffer(slots, "arena distributions");
     checks_dev_ = DeviceBuffer(sizeof(SlotCheck) * slots, "arena checks");
+    expect_dev_ = DeviceBuffer(sizeof(SlotCheck) * slots, "arena expected checks");
+    damage_dev_ = DeviceBuffer(sizeof(unsigned long long), "workspace guard counter");
     keys_dev_ = DeviceBuffer(sizeof(uint64_t) * slots, "server-mode digest keys");
     digests_dev_ = DeviceBuffer(sizeof(unsigned long long) * slots, "server-mode digests");
     KF_CUDA(cudaMemset(arena_.get(), kArenaGuardByte, L_.total));
@@ -574,12 +606,19 @@ class Judge {
     return b;
   }
 
+  // Fresh inputs and a poisoned output in every slot of `b`; before_: what a scan of them must read
+  // until a call writes them, as the kernel that wrote them computed it (not read back from memory
+  // an executor maps: an input changed at any moment after this shows as changed).
   void prepare(const Batch& b, bool workspace = true) {
+    const Spent::Scope t(spent_, "prepare");
     KF_CUDA(cudaMemcpyAsync(slots_dev_.get(), b.order.data(), sizeof(int) * b.order.size(), cudaMemcpyHostToDevice, s_));
     KF_CUDA(cudaMemcpyAsync(dists_dev_.get(), b.dists.data(), b.dists.size(), cudaMemcpyHostToDevice, s_));
-    arena_prepare(arena_.as<char>(), L_, slots_dev_.as<int>(), dists_dev_.as<unsigned char>(), int(b.order.size()), b.seed, s_);
+    arena_prepare(arena_.as<char>(), L_, slots_dev_.as<int>(), dists_dev_.as<unsigned char>(), int(b.order.size()), b.seed,
+                  s_, expect_dev_.as<SlotCheck>());
     if (workspace) arena_prepare_workspace(arena_.as<char>(), L_, os_random(), s_);
-    before_ = scan(b);
+    before_.assign(b.order.size(), SlotCheck{});
+    KF_CUDA(cudaMemcpyAsync(before_.data(), expect_dev_.get(), sizeof(SlotCheck) * before_.size(), cudaMemcpyDeviceToHost, s_));
+    KF_CUDA(cudaStreamSynchronize(s_));
   }
 
   // Server mode: the judge's own digests of the batch's outputs, under each call's key, against
@@ -639,6 +678,7 @@ class Judge {
   // channel are measured the same way, so the probe's own latency cancels; an honest batch's
   // first probe passes, so its retries cost nothing but where the OS put the judge's thread aside.
   nlohmann::json send(Executor& e, const nlohmann::json& req, double* wall_us) {
+    std::optional<Spent::Scope> part(std::in_place, spent_, "switch");
     Executor& other = &e == cand_.get() ? *w_.baseline : *cand_;
     other.stop();
     e.resume();
@@ -653,11 +693,13 @@ class Judge {
       }
     }
     double seen = 0;
+    part.emplace(spent_, "probes");
     if (!gpu_idle(&seen))
       throw ExecFailure{reason::kGpuNotIdle, strf("the GPU was busy before a batch (a %.0f us probe took %.0f us): "
                                                   "the candidate's work outlived its calls",
                                                   20.0, seen)};
     nlohmann::json rep;
+    part.emplace(spent_, "calls");
     try {
       rep = e.request(req, r_.run_timeout_s > 0 ? r_.run_timeout_s : 60.0, wall_us);
     } catch (const ExecFailure& f) {
@@ -665,6 +707,7 @@ class Judge {
       // The baseline's own failure is kforge's, not the candidate's: start afresh.
       throw Fatal{reason::kInternalError, "the baseline executor failed (" + f.code + "): " + f.why};
     }
+    part.emplace(spent_, "probes");
     const double replied = now_us();
     double idle_at = replied;
     const bool idle_after = gpu_idle(&seen, &idle_at);
@@ -706,8 +749,9 @@ class Judge {
       return v_.reject(reason::kSideStream, strf("%llu output elements were written while the given stream was held "
                                                  "behind a gate: the work ran on another stream (%s)",
                                                  (unsigned long long)esc, what.c_str()));
+    const Spent::Scope part(spent_, "checks");
     const std::vector<SlotCheck> after = scan(b);
-    if (const unsigned long long d = arena_workspace_damage(arena_.as<char>(), L_, s_))
+    if (const unsigned long long d = arena_workspace_damage(arena_.as<char>(), L_, s_, damage_dev_.as<unsigned long long>()))
       return v_.reject(reason::kOutOfBounds, strf("%llu guard-band bytes around the workspace changed (%s)", d, what.c_str()));
     double worst = 0;
     for (size_t i = 0; i < after.size(); ++i) {
@@ -889,6 +933,7 @@ class Judge {
       }
       if (!v_.reasons.empty()) return 0;
       if (!decoys.order.empty()) {
+        const Spent::Scope part(spent_, "checks");
         const std::vector<SlotCheck> now = scan(decoys);
         for (size_t i = 0; i < now.size(); ++i)
           if (now[i].out_hash != decoys_before[i].out_hash || now[i].in_hash != decoys_before[i].in_hash ||
@@ -1143,6 +1188,7 @@ class Judge {
     v_.details["timing"]["channel_us"][mode_name] = {{"candidate", cand_channel_}, {"baseline", base_channel_}, {"candidate_spread", cand_spread_}, {"baseline_spread", base_spread_}};
     v_.details["checks"] = {{"outputs_checked", checked_outputs_}, {"worst_error_over_bound", worst_ratio_}};
     v_.details["timing"]["rounds"][mode_name] = ratios.size();
+    v_.details["timing"]["judge_s"] = spent_.s;  // so far: verification and every mode timed until now
     // A ratio that did not settle: a speed-up of 50x or more is rejected (no honest HGEMM is that
     // much faster than cuBLASLt); otherwise the verdict stands on a conservative figure, flagged.
     // An honest launch-bound candidate (tiled_smem.cu at 64^3, ~5 us a call, rounds 46% apart on
@@ -1189,7 +1235,8 @@ class Judge {
   double gap_median_ = 0, gap_jitter_ = -1;      // their median and robust spread (-1: none yet)
   bool warmed_up_ = false;
   ArenaLayout L_;
-  DeviceBuffer arena_, slots_dev_, dists_dev_, checks_dev_, keys_dev_, digests_dev_;
+  Spent spent_;
+  DeviceBuffer arena_, slots_dev_, dists_dev_, checks_dev_, expect_dev_, damage_dev_, keys_dev_, digests_dev_;
   static constexpr size_t kDecoys = 2;  // slots prepared but not called in each offline timed batch
   std::vector<SlotCheck> before_, last_after_;
   int last_slot_ = -1;

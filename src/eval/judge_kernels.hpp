@@ -20,9 +20,12 @@ struct SlotCheck {
 };
 
 // Guards to 0xA5, A and B of every listed slot from its distribution (`dists[i]`, a Dist value)
-// and a seed derived from (seed, slot), C of every listed slot to NaN. Device arrays.
+// and a seed derived from (seed, slot), C of every listed slot to NaN. Device arrays. `expect`
+// (a device array of n, zeroed here; optional): per slot, what arena_check will read of it while
+// nothing touches it (its hashes and NaN count; no guard changed; the sample fields 0), so that a
+// batch's state before its calls is the judge's own, not a second reading of memory an executor maps.
 void arena_prepare(char* arena, const ArenaLayout& l, const int* slots, const unsigned char* dists, int n,
-                   uint64_t seed, cudaStream_t s);
+                   uint64_t seed, cudaStream_t s, SlotCheck* expect = nullptr);
 // The workspace to random bytes (its contents are undefined by the ABI), its guards to 0xA5.
 void arena_prepare_workspace(char* arena, const ArenaLayout& l, uint64_t seed, cudaStream_t s);
 // Per listed slot: guards, input hash, output hash, NaN scan of the whole output and `samples`
@@ -35,7 +38,9 @@ void arena_check(const char* arena, const ArenaLayout& l, const int* slots, int 
 // with these.
 void arena_digest(const char* arena, const ArenaLayout& l, const int* slots, const uint64_t* keys, int n,
                   unsigned long long* out, cudaStream_t s);
-// Guard-band bytes of the workspace that changed.
-unsigned long long arena_workspace_damage(const char* arena, const ArenaLayout& l, cudaStream_t s);
+// Guard-band bytes of the workspace that changed. `scratch`: a device counter to use (optional; one
+// is allocated, and freed, per call otherwise).
+unsigned long long arena_workspace_damage(const char* arena, const ArenaLayout& l, cudaStream_t s,
+                                          unsigned long long* scratch = nullptr);
 
 }  // namespace kforge
