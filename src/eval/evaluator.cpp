@@ -71,7 +71,14 @@ Evaluator::Evaluator(EvalOptions opts) : opts_(std::move(opts)), compiler_(opts_
   ::signal(SIGPIPE, SIG_IGN);
 }
 
-Evaluator::~Evaluator() = default;
+// Each judge is let end on the end of its requests: it ends its executors itself and reaps them,
+// and this process waits for it. Killed instead, its executors die by their parent-death signal
+// with no one waiting, and the next kforge process on the GPU meets their contexts being torn
+// down (the GPU busy for a moment: a 192 us idle probe made an honest verdict `gpu_not_idle`).
+Evaluator::~Evaluator() {
+  for (auto& w : workers_)
+    if (w) w->close_and_wait();
+}
 
 int Evaluator::workers_started() const { return workers_started_; }
 

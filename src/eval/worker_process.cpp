@@ -109,6 +109,12 @@ std::string WorkerProcess::wait_exit() {
   return kill();
 }
 
+std::string WorkerProcess::close_and_wait() {
+  if (pid_ <= 0) return "";
+  if (in_ >= 0) ::close(in_), in_ = -1;
+  return wait_exit();
+}
+
 std::string WorkerProcess::reap() {
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
@@ -119,8 +125,9 @@ std::string WorkerProcess::reap() {
 std::string WorkerProcess::finish(int status) {
   ::kill(-pid_, SIGKILL);  // anything it left behind in its group
   pid_ = -1;
-  ::close(in_);
-  ::close(out_);
+  if (in_ >= 0) ::close(in_);
+  if (out_ >= 0) ::close(out_);
+  in_ = out_ = -1;
   if (WIFSIGNALED(status)) return strf("killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
   if (WIFEXITED(status)) return strf("exited with status %d", WEXITSTATUS(status));
   return "ended";

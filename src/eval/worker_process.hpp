@@ -37,6 +37,8 @@ class WorkerProcess {
   std::string kill();
   // Waits for an exiting worker (a second at most, then kills it).
   std::string wait_exit();
+  // Ends a worker that reads requests until their end: its input closed, then wait_exit.
+  std::string close_and_wait();
 
  private:
   std::string reap();
