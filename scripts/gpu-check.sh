@@ -195,16 +195,22 @@ b = v.get("baseline_us", {}).get("offline", {}); t = v.get("details", {}).get("t
 print(f"wall {float(sys.argv[3]) - float(sys.argv[2]):5.1f} s  correct {v.get('correct')} {v.get('reasons')}  "
       f"speedup median {sp.get('median')} [p10 {sp.get('p10')}, p90 {sp.get('p90')}]  flags {v.get('flags')}  "
       f"cand {c.get('median')} us  base {b.get('median')} us  channel {t.get('channel_us')}")
+d = v.get("details", {})
+r2 = lambda x: {k: round(y, 3) for k, y in x.items() if isinstance(y, (int, float))} if isinstance(x, dict) else x
+print(f"    service {r2(d.get('service'))}  phases {r2(d.get('phases_s'))}  judge {r2(t.get('judge_s'))}  rounds {t.get('rounds')}")
 PY
     done
     python3 - "$out"/repeat-$cand-w$warm-?.json <<'PY' || true
 import json, statistics, sys
-m = []
+m, refused = [], []
 for f in sys.argv[1:]:
     v = json.load(open(f)); v = v[0] if isinstance(v, list) else v
-    m.append(v["speedup"]["offline"]["median"])
-c = statistics.median(m)
-print(f"repeatability: {len(m)} medians, {min(m) / c - 1:+.2%} .. {max(m) / c - 1:+.2%} around {c:.5f} (target within +-2%)")
+    if v.get("correct") and "offline" in v.get("speedup", {}): m.append(v["speedup"]["offline"]["median"])
+    else: refused.append(f"{f.rsplit('-', 1)[-1]}: {v.get('reasons')}")
+if refused: print(f"REFUSED: {len(refused)} of {len(sys.argv) - 1} verdicts of an honest candidate: {refused}")
+if m:
+    c = statistics.median(m)
+    print(f"repeatability: {len(m)} medians, {min(m) / c - 1:+.2%} .. {max(m) / c - 1:+.2%} around {c:.5f} (target within +-2%)")
 PY
   done
   done
