@@ -30,6 +30,8 @@
 #           256/224x4096x8192, 224/256x3072x8192, 256/218x4096x4096, 16/31/32x4096x4096);
 #           OFFGRID_PROBE_MODE (graph) and OFFGRID_PROBE_LAYOUTS (tn) the bench's --mode and --layouts:
 #           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
+#   ncu-shapes  Nsight Compute sections (speed of light, launch, occupancy, memory) of ours as
+#           dispatched and of cuBLASLt's heuristic kernel on NCU_SHAPES (tn), NCU_LAUNCHES each (~60 s)
 #   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
 #           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
 #           at its faster one: the even-numbered half first, then the odd half if OFFGRID_BUDGET
@@ -285,6 +287,24 @@ if has offgrid-probe; then
     --layouts "${OFFGRID_PROBE_LAYOUTS:-tn}" \
     --shapes "${OFFGRID_PROBE_SHAPES:-192x3072x8192,224x3072x8192,240x3072x8192,255x3072x8192,256x3072x8192,352x3072x8192,384x3072x8192,31x4096x4096}" \
     --out "$out/offgrid-probe.csv" --variants-out "$out/offgrid-probe-variants.csv" 2>&1 | tee "$out/offgrid-probe.log" | tail -30 || true
+fi
+if has ncu-shapes; then
+  # Why a shape is slow: Nsight Compute's speed-of-light, launch, occupancy and memory sections for
+  # kforge's kernel as dispatched and for cuBLASLt's heuristic choice, NCU_LAUNCHES launches each
+  # (after two skipped), tn, per shape of NCU_SHAPES; the report text in ncu-<shape>-<side>.txt.
+  echo "== Nsight Compute: ours and lt_heur on ${NCU_SHAPES:=31x5120x3072 8x8192x8192}"
+  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for s in $NCU_SHAPES; do
+    for side in ours lt_heur; do
+      if [ $side = ours ]; then k='regex:sm90::|skinny::|sm80::|smallk::'; else k='regex:^(?!.*(sm90::|skinny::|sm80::|smallk::|kforge)).*'; fi
+      timeout 150 "$ncu_bin" --clock-control none --kernel-name-base demangled -k "$k" --launch-skip 2 -c "${NCU_LAUNCHES:-2}" \
+        --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
+        $kf hgemm bench --shapes "$s" --layouts tn --baselines $side --no-db --samples 1 --warmup 1 --check-samples 16 \
+        >"$out/ncu-$s-$side.txt" 2>&1 || echo "ncu on $s $side: rc $?"
+      grep -E "^  [^ ].*\(|Duration|DRAM Throughput|Memory Throughput|Grid Size|Cluster Size|Block Size|Registers Per|Dynamic Shared|Achieved Occupancy|Theoretical Occupancy|L2 Hit Rate|Waves Per SM|Compute \(SM\) Throughput" \
+        "$out/ncu-$s-$side.txt" | cut -c1-160 | head -40
+    done
+  done
 fi
 if has offgrid; then
   echo "== off-grid shapes: ours vs lt_auto, offline and graph, each at its faster layout"
