@@ -2,7 +2,10 @@
 // (eval/executor.hpp), running cuBLASLt's auto-tuned best instead of candidate code, in a process
 // that never loads candidate code. The judge times it exactly as it times a candidate: the same
 // requests, the same channel, the same arena, so that neither side is measured differently.
+#include <algorithm>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "baselines/cublas.hpp"
 #include "core/text.hpp"
@@ -37,18 +40,49 @@ class BaselineRunner : public ExecRunner {
       Timer timer(st.get(), dev.l2_bytes, 3);
       TimingConfig cfg;
       cfg.samples = 3;
-      size_t best = 0;
-      double best_us = 1e300;
-      for (size_t i = 0; i < algos.size(); ++i) {
-        if (!plan_->run(algos[i].algo, ops, st.get())) continue;
-        const double us =
-            timer.time([&](cudaStream_t s, int64_t) { plan_->run(algos[i].algo, ops, s); }, cfg).per_call_us.median;
-        if (us < best_us) best_us = us, best = i;
+      const auto time_algo = [&](size_t i) {
+        return timer.time([&](cudaStream_t s, int64_t) { plan_->run(algos[i].algo, ops, s); }, cfg).per_call_us.median;
+      };
+      // First every algorithm once; then those within 10% of the best (at most four) again in five
+      // interleaved rounds, compared by their medians. One pass of 3 samples chose among five
+      // configurations from verdict to verdict at 4096^3 on the H200 (the GPU's clock drifts while
+      // the algorithms are timed one after another), and the baseline's median moved with it by
+      // up to 5%; the rounds make the choice the same wherever the algorithms really differ.
+      std::vector<std::pair<double, size_t>> first;
+      for (size_t i = 0; i < algos.size(); ++i)
+        if (plan_->run(algos[i].algo, ops, st.get())) first.emplace_back(time_algo(i), i);
+      if (first.empty()) return "cuBLASLt ran none of its algorithms for " + p.shape.str();
+      std::sort(first.begin(), first.end());
+      std::vector<size_t> near;
+      for (const auto& [us, i] : first)
+        if (us <= 1.10 * first.front().first && near.size() < 4) near.push_back(i);
+      std::vector<std::vector<double>> rounds(near.size());
+      if (near.size() > 1)
+        for (int r = 0; r < 5; ++r)
+          for (size_t j = 0; j < near.size(); ++j) rounds[j].push_back(time_algo(near[j]));
+      size_t best = near.front();
+      double best_us = first.front().first;
+      // Within 2% of the fastest median the algorithms are not told apart by this timing (at 4096^3
+      // the re-timed medians of tiles 24 and 165 were within 1% while the judge's own timing put 165
+      // 5% behind), so cuBLASLt's own ranking decides among them: the choice no longer moves with
+      // the noise.
+      if (near.size() > 1) {
+        std::vector<double> med(near.size());
+        for (size_t j = 0; j < near.size(); ++j) {
+          std::vector<double>& v = rounds[j];
+          std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+          med[j] = v[v.size() / 2];
+        }
+        const double fastest = *std::min_element(med.begin(), med.end());
+        best = algos.size();
+        for (size_t j = 0; j < near.size(); ++j)
+          if (med[j] <= 1.02 * fastest && near[j] < best) best = near[j], best_us = med[j];
       }
       algo_ = algos[best].algo;
       st.sync();
       ws = 0;
-      desc = strf("cuBLASLt auto-tuned (best of %zu, %.2f us): ", algos.size(), best_us) +
+      desc = strf("cuBLASLt auto-tuned (best of %zu, %zu re-timed, %.2f us, heuristic rank %zu): ", algos.size(),
+                  near.size(), best_us, best) +
              describe_algo(algo_, algos[best].workspaceSize);
       tuned_us_ = best_us;
       return "";
