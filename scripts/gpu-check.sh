@@ -56,8 +56,9 @@
 #           TRL_HGEMM (default 256x256x256; empty: the PyTorch task only), TRL_TIMEOUT (default 120)
 #   repeat  the evaluator's repeatability: five verdicts each of two honest candidates at 4096^3 (tn),
 #           mma_sync.cu (slow) and kforge_sm80.cu (near 1x), the first on a cold compile cache, with
-#           the wall time of each (also in repeat.txt); REPEAT_WARMUP_MS="0 1000" repeats it per
-#           judge warm-up (KFORGE_JUDGE_WARMUP_MS)
+#           the wall time of each and the GPU's clock, power and temperature as the judge read them
+#           (also in repeat.txt); REPEAT_SETTINGS="default KFORGE_JUDGE_PREROLL_MS=40" repeats it per
+#           judge setting (REPEAT_WARMUP_MS="0 1000": per KFORGE_JUDGE_WARMUP_MS)
 #   profile Nsight Compute profiles (issue 16): the ProfileGpuTest tests: kforge's own HGEMM kernels
 #           (the tuned sm_90a variant at 4096^3 and the sm_80 one) and a PyTorch candidate
 #           (01_relu's solution) judged, timed, profiled, stored, shown in a real prompt and checked
@@ -178,18 +179,28 @@ if has repeat; then
   # Two candidates: the slow mma_sync.cu (~0.02x) and one of kforge's own kernels (near 1x,
   # compiled from the repository's source). The first verdict of each finds a cold compile cache.
   rm -rf "$KFORGE_CACHE_DIR/compile"
-  # REPEAT_WARMUP_MS="0 1000": the whole stage once per value of KFORGE_JUDGE_WARMUP_MS.
-  for warm in ${REPEAT_WARMUP_MS:-0}; do
-  export KFORGE_JUDGE_WARMUP_MS=$warm
-  [ "$warm" = 0 ] && unset KFORGE_JUDGE_WARMUP_MS
+  # REPEAT_SETTINGS="default KFORGE_JUDGE_PREROLL_MS=40 KFORGE_JUDGE_WARMUP_MS=1000": the whole
+  # stage once per setting (one judge variable, or several joined by commas; "default": none).
+  # REPEAT_WARMUP_MS="0 1000" (older form): once per value of KFORGE_JUDGE_WARMUP_MS.
+  settings=${REPEAT_SETTINGS:-}
+  if [ -z "$settings" ]; then
+    for warm in ${REPEAT_WARMUP_MS:-0}; do
+      if [ "$warm" = 0 ]; then settings+=" default"; else settings+=" KFORGE_JUDGE_WARMUP_MS=$warm"; fi
+    done
+  fi
+  for setting in $settings; do
+  tag=$(printf '%s' "$setting" | tr -c 'A-Za-z0-9' '_' | sed 's/KFORGE_JUDGE_//g')
+  judge_env=()
+  [ "$setting" = default ] || IFS=, read -r -a judge_env <<<"$setting"
   for cand in ${REPEAT_CANDS:-mma_sync kforge_sm80}; do
-    echo "== evaluator repeatability: 5 verdicts of $cand.cu, 4096x4096x4096 tn, warm-up ${warm} ms"
+    echo "== evaluator repeatability: 5 verdicts of $cand.cu, 4096x4096x4096 tn, judge setting: $setting"
     for i in 1 2 3 4 5; do
       t0=$(date +%s.%N)
-      timeout 120 $kf eval hgemm --shape 4096x4096x4096 --layout tn --json --include-dir "$PWD" \
-        --out "$out/repeat-$cand-w$warm-$i.json" "tests/corpus/hgemm/honest/$cand.cu" >/dev/null 2>"$out/repeat-$cand-w$warm-$i.err" || true
+      f="$out/repeat-$cand-$tag-$i"
+      env "${judge_env[@]}" timeout 120 $kf eval hgemm --shape 4096x4096x4096 --layout tn --json --include-dir "$PWD" \
+        --out "$f.json" "tests/corpus/hgemm/honest/$cand.cu" >/dev/null 2>"$f.err" || true
       t1=$(date +%s.%N)
-      python3 - "$out/repeat-$cand-w$warm-$i.json" "$t0" "$t1" <<'PY' || tail -3 "$out/repeat-$cand-w$warm-$i.err"
+      python3 - "$f.json" "$t0" "$t1" <<'PY' || tail -3 "$f.err"
 import json, sys
 v = json.load(open(sys.argv[1])); v = v[0] if isinstance(v, list) else v
 sp = v.get("speedup", {}).get("offline", {}); c = v.get("candidate_us", {}).get("offline", {})
@@ -200,9 +211,18 @@ print(f"wall {float(sys.argv[3]) - float(sys.argv[2]):5.1f} s  correct {v.get('c
 d = v.get("details", {})
 r2 = lambda x: {k: round(y, 3) for k, y in x.items() if isinstance(y, (int, float))} if isinstance(x, dict) else x
 print(f"    service {r2(d.get('service'))}  phases {r2(d.get('phases_s'))}  judge {r2(t.get('judge_s'))}  rounds {t.get('rounds')}")
+g = t.get("gpu", {}); o = g.get("offline", {})
+if o:
+    ca, ba = o.get("candidate", {}), o.get("baseline", {})
+    print(f"    gpu: temp {g.get('temp_c_start')} -> {g.get('temp_c_end')} C; SM MHz cand {ca.get('sm_mhz')} base {ba.get('sm_mhz')}; "
+          f"W cand {ca.get('power_w')} base {ba.get('power_w')}; held by cand [{ca.get('clock_held_by')}] base [{ba.get('clock_held_by')}]")
+    r = o.get("rounds", {})
+    print("    rounds base us/MHz: " + " ".join(f"{u:.1f}/{m:.0f}" for u, m in zip(r.get("baseline_us", []), r.get("baseline_sm_mhz", []))))
+else:
+    print(f"    gpu: {g}")
 PY
     done
-    python3 - "$out"/repeat-$cand-w$warm-?.json <<'PY' || true
+    python3 - "$out"/repeat-$cand-$tag-?.json <<'PY' || true
 import json, statistics, sys
 m, refused = [], []
 for f in sys.argv[1:]:
@@ -216,7 +236,6 @@ if m:
 PY
   done
   done
-  unset KFORGE_JUDGE_WARMUP_MS
   # One file back instead of ten (the device tool returns at most 8 files).
   python3 -c "import json,sys; json.dump({f: json.load(open(f)) for f in sys.argv[1:]}, open('$out/repeat-all.json','w'))" \
     "$out"/repeat-*-?.json && rm -f "$out"/repeat-*-?.json "$out"/repeat-*-?.err || true

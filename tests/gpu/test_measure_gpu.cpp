@@ -1,7 +1,11 @@
 // The measurement core against kernels of known duration.
+#include <chrono>
+#include <thread>
+
 #include "baselines/cublas.hpp"
 #include "gpu_test.hpp"
 #include "measure/ceilings.hpp"
+#include "gpu/sensors.hpp"
 #include "measure/timer.hpp"
 
 namespace kforge {
@@ -108,6 +112,23 @@ TEST_F(GpuTest, InterleavedTimingKeepsEachLaunchApart) {
       EXPECT_LE(t[i].per_call_us.median, us + extra) << to_string(mode) << " launch " << i;
     }
   }
+}
+
+// The judge reads the GPU's clock, power and temperature through NVML: on a GPU machine with the
+// driver's library it must read, and a busy GPU must not read as idle-clocked.
+TEST_F(GpuTest, SensorsReadTheClockUnderLoad) {
+  GpuSensors sensors(0);
+  ASSERT_TRUE(sensors.available()) << sensors.why_not();
+  Stream s;
+  launch_spin(200'000'000, s.get());  // 200 ms
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const GpuReading busy = sensors.read(true);
+  KF_CUDA(cudaStreamSynchronize(s.get()));
+  ASSERT_TRUE(busy.ok);
+  EXPECT_GT(busy.sm_mhz, 500u) << clock_reasons_text(busy.reasons);
+  EXPECT_GT(busy.power_mw, 0u);
+  EXPECT_GT(busy.temp_c, 10u);
+  EXPECT_LT(busy.temp_c, 110u);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "eval/devices.hpp"
 #include "gpu/device.hpp"
 #include "gpu/device_lock.hpp"
+#include "gpu/sensors.hpp"
 
 namespace kforge {
 namespace {
@@ -188,3 +189,19 @@ TEST(DeviceLock, TheHgemmAndPyTorchJudgesShareOneLock) {
 
 }  // namespace
 }  // namespace kforge
+
+// NVML's reader: never throws, and says why where it cannot read (this machine may have no driver).
+TEST(GpuSensors, ReadsOrSaysWhyNot) {
+  EXPECT_EQ(kforge::clock_reasons_text(0), "");
+  EXPECT_EQ(kforge::clock_reasons_text(0x4 | 0x40), "power cap, hardware thermal");
+  kforge::GpuSensors s(0);
+  const kforge::GpuReading r = s.read(true);
+  if (s.available()) {
+    EXPECT_TRUE(r.ok);
+    EXPECT_GT(r.sm_mhz, 0u);
+    EXPECT_GT(r.temp_c, 0u);
+  } else {
+    EXPECT_FALSE(r.ok);
+    EXPECT_FALSE(s.why_not().empty());
+  }
+}
