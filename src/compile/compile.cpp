@@ -382,7 +382,13 @@ bool hash_deps(const std::vector<std::string>& paths, std::string* material) {
 // include/, CUTLASS, --include-dir), with its modification time. A header added to, removed
 // from or renamed in any of them changes its folder's time, so a file that would now shadow a
 // listed one (found earlier on the search path) invalidates the manifests (direct_lookup).
-std::string include_tree_stamp(const std::vector<std::string>& dirs) {
+// `skip`: folders left out of the walk, with everything under them: kforge's own cache, which a
+// lookup itself changes (its work folders, each verdict's files), so that an include folder that
+// holds it (`--include-dir` of a project whose cache lives inside it, as scripts/gpu-check.sh runs)
+// would never hit (0.3-0.5 s of `nvcc -M` per warm verdict on the H200). A header that shadows a
+// listed one from inside the cache would need an include path through the cache's own folders;
+// what appears there is kforge's to write, and the judge reports any change a candidate makes.
+std::string include_tree_stamp(const std::vector<std::string>& dirs, const std::vector<std::string>& skip) {
   std::string stamp;
   std::error_code ec;
   auto add = [&](const fs::path& d) {
@@ -391,11 +397,24 @@ std::string include_tree_stamp(const std::vector<std::string>& dirs) {
     add_field(stamp, "dir", d.string());
     add_field(stamp, "mtime", std::to_string(t.time_since_epoch().count()));
   };
+  std::vector<fs::path> skipped;
+  for (const std::string& s : skip)
+    if (!s.empty()) skipped.push_back(fs::weakly_canonical(s, ec)), ec.clear();
   for (const std::string& d : dirs) {
     add(d);
     for (fs::recursive_directory_iterator it(d, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
-         it.increment(ec))
-      if (it->is_directory(ec)) add(it->path());
+         it.increment(ec)) {
+      if (!it->is_directory(ec)) continue;
+      if (!skipped.empty()) {
+        const fs::path canon = fs::weakly_canonical(it->path(), ec);
+        if (!ec && std::find(skipped.begin(), skipped.end(), canon) != skipped.end()) {
+          it.disable_recursion_pending();
+          continue;
+        }
+        ec.clear();
+      }
+      add(it->path());
+    }
     ec.clear();
   }
   return stamp;
@@ -487,7 +506,7 @@ bool CompileService::direct_lookup(const std::string& source, CompileResult* r) 
     if (line.rfind("dep ", 0) != 0) return false;
     paths.push_back(line.substr(4));
   }
-  if (sha256_hex(include_tree_stamp(include_dirs_)) != stamp_hex) return false;
+  if (sha256_hex(include_tree_stamp(include_dirs_, {opts_.cache_dir, cache_dir()})) != stamp_hex) return false;
   std::string material;
   if (!hash_deps(paths, &material)) return false;
   const std::string key = sha256_hex(key_material(source) + material);
@@ -508,7 +527,7 @@ void CompileService::write_manifest(const std::string& source, const Deps& deps,
   if (!deps.ok || !deps.direct_ok) return;
   for (const std::string& p : deps.paths)
     if (p.find('\n') != std::string::npos) return;
-  std::string text = "kforge-manifest 1\nstamp " + sha256_hex(include_tree_stamp(include_dirs_)) + "\n";
+  std::string text = "kforge-manifest 1\nstamp " + sha256_hex(include_tree_stamp(include_dirs_, {opts_.cache_dir, cache_dir()})) + "\n";
   for (const std::string& p : deps.paths) text += "dep " + p + "\n";
   const std::string tmp = work_dir + "/manifest";
   try {

@@ -415,6 +415,34 @@ TEST_F(CompileTest, DirectLookupHitsOnlyWhileTheListedFilesStand) {
   EXPECT_EQ(after.key, changed.key);
 }
 
+// An include folder that holds kforge's cache (a project's root given as --include-dir, the cache
+// inside it): the lookups' own writes there (work folders, manifests, objects, another verdict's
+// files) must not defeat direct mode; a new header elsewhere under the folder still does.
+TEST_F(CompileTest, DirectLookupHitsWithTheCacheInsideAnIncludeFolder) {
+  SKIP_WITHOUT_NVCC();
+  fs::create_directories(root_ + "/second/sub");
+  CompileOptions o = options();
+  o.include_dirs.push_back(root_);  // holds cache_ (root_/cache)
+  o.include_dirs.push_back(root_ + "/second");
+  write("second/kf_test_value.h", "#define KF_TEST_VALUE 0\n");
+  CompileService svc(o);
+  const CompileResult first = svc.compile(kIncludesHeader, "inc.cu");
+  ASSERT_TRUE(first.ok) << first.failure << "\n" << first.log;
+  const CompileResult hit = svc.compile(kIncludesHeader, "inc.cu");
+  EXPECT_TRUE(hit.cache_hit);
+  EXPECT_TRUE(hit.direct_hit) << "the cache's own writes changed the include folders' stamp";
+  fs::create_directories(cache_ + "/service");
+  std::ofstream(cache_ + "/service/other.cu") << "// another verdict's candidate\n";
+  EXPECT_TRUE(svc.compile(kIncludesHeader, "inc.cu").direct_hit);
+  // A header that shadows the listed one from the earlier folder (root_) still sends the lookup
+  // to the full scan.
+  write("kf_test_value.h", "#define KF_TEST_VALUE 2\n");
+  const CompileResult shadowed = svc.compile(kIncludesHeader, "inc.cu");
+  ASSERT_TRUE(shadowed.ok) << shadowed.log;
+  EXPECT_FALSE(shadowed.direct_hit);
+  EXPECT_NE(shadowed.key, first.key);
+}
+
 TEST_F(CompileTest, KeyCoversThePreIncludedAbiHeader) {
   SKIP_WITHOUT_NVCC();
   // kforge's own ABI header, pre-included as the evaluator does, from a copy that can change.
