@@ -191,8 +191,20 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // beat the decode family's best, 74 against 90 us).
   if (2 * m < c.bm) mem_us /= 0.45 + 0.35 * std::min(1.0, cta_count(c, m, n) / std::max(1, d.sms));
   // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
-  // a plain launch doing the same per-CTA work (docs/perf-notes.md).
-  const double reduce_us = c.splitk > 1 ? 5.0 : 0.0;
+  // a plain launch doing the same per-CTA work (docs/perf-notes.md, first sessions, before v3
+  // issued the S remote loads of the reduction together). On decode tiles (2M < BM) that flat
+  // charge contradicts the later measurements: 64x64 split-K 2 ran 31x4096x4096 in 9.0 us and
+  // 1x4096x4096 in 8.9 (thirteenth session), where the bytes alone at this model's bandwidth take
+  // ~9.5 us, and the model then preferred the unsplit tile at 31x5120x3072 (80 CTAs, 14.5 us).
+  // There: ~0.5 us per extra K slice (the per-remote-load figure of the v3 notes) and 2% of the
+  // kernel's time (the cluster waits for its slowest slice). Fitted on the shipped table's decode
+  // entries whose winners' tiles are fewer than the SMs (313, issue 18): the model picks split or
+  // not as the tune did on 300 (246 with 5 us) and the winner's very split count on 224 (168).
+  // Elsewhere the 5 us still agrees best with the table (1100 of 1136 such entries; unchanged).
+  const double main_us = std::max(waves * sharing * tile_us, mem_us);
+  const double reduce_us = c.splitk <= 1   ? 0.0
+                           : 2 * m < c.bm ? 0.5 * (c.splitk - 1) + 0.02 * main_us
+                                          : 5.0;
   // A padded variant first copies the operands whose rows are not 16-byte multiples: A when
   // K % 8 != 0; B when K or N % 8 != 0 (charged for both layouts: a K-major B needs it only for K),
   // each read and written once at ~70% of the bandwidth, one launch each.
@@ -202,7 +214,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
     if (k % 8 != 0) pad_us += 4.0 * double(m) * k / (0.7 * bw) + 2.0;
     if (k % 8 != 0 || n % 8 != 0) pad_us += 4.0 * double(k) * n / (0.7 * bw) + 2.0;
   }
-  return std::max(waves * sharing * tile_us, mem_us) + reduce_us + pad_us + 2.0;
+  return main_us + reduce_us + pad_us + 2.0;
 }
 
 }  // namespace kforge::kernels

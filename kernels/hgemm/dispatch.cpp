@@ -24,6 +24,18 @@ bool valid(const kforge_hgemm_problem& p) { return p.m >= 1 && p.n >= 1 && p.k >
 
 constexpr size_t kMaxVariants = 512;
 
+// Whether `t` is a split-K twin of `c`: the same sm_90a kernel (family, tile, consumers, schedule,
+// multicast, pad) with a larger cluster split-K. The pipeline depth and rasterisation may differ:
+// the split rows were declared with their own (64x64 unsplit is s6, its split twins s4 and s8;
+// 128x64 and 128x128 unsplit are g8, their split twins g0), neither of which the cost model
+// prices, and a decode shape has a single row of tiles.
+bool split_twin(const KernelConfig& c, const KernelConfig& t) {
+  return c.family == Family::kSm90 && t.family == Family::kSm90 && t.splitk > c.splitk && c.bm == t.bm && c.bn == t.bn &&
+         c.bk == t.bk && c.consumers == t.consumers && c.persistent == t.persistent && c.pingpong == t.pingpong &&
+         c.multicast == t.multicast && c.pad == t.pad && !c.splitk_auto && !t.splitk_auto && c.max_m == t.max_m &&
+         c.max_n == t.max_n && c.warps_n == t.warps_n && c.max_k == t.max_k;
+}
+
 std::atomic<uint64_t> g_next_dispatcher_id{1};
 
 }  // namespace
@@ -269,6 +281,32 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
     proposals.push_back({x.v, scale});
     padded |= x.v->config.pad;
     if (proposals.size() >= 16) break;
+  }
+  // Decode shapes with fewer output tiles than SMs: each proposal's split-K twins (split_twin)
+  // compete with it, at its calibration. A neighbour tuned where its tiles filled the device says
+  // nothing about splitting here: measured on the H200 at 31x5120x3072, the unsplit 64x64 tile of
+  // the nearest entries ran 80 CTAs on 132 SMs in 14.5 us, where its split-K 2 twin (160 CTAs)
+  // had run 31x4096x4096 in 9.0 (cuBLASLt 11.3 and 11.2). The model weighs the twins' fuller
+  // device against their reduction (cost_model.hpp); ties keep the neighbour's own winner.
+  if ((small_m || small_n) && d.sms > 0) {
+    size_t count = 0;
+    const KernelVariant* all = variants(&count);
+    const size_t from_neighbours = proposals.size();
+    for (size_t j = 0; j < from_neighbours; ++j) {
+      const Proposal q = proposals[j];
+      const KernelConfig& c = q.v->config;
+      if (c.family != Family::kSm90 || c.bm <= 0 || c.bn <= 0) continue;
+      const double tiles = std::ceil(double(p.m) / c.bm) * std::ceil(double(p.n) / c.bn);
+      if (tiles >= double(d.sms)) continue;
+      for (size_t i = 0; i < count; ++i) {
+        const KernelVariant& v = all[i];
+        if (!split_twin(c, v.config) || v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype) continue;
+        if (!runs_on(v, d.cc) || !v.supports(&p)) continue;
+        if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& o) { return o.v == &v; }) != proposals.end())
+          continue;
+        proposals.push_back({&v, q.scale});
+      }
+    }
   }
   // Outside the decode regime the nearest winner's relatives compete too: every unsplit sm90
   // variant of the same layout, accumulation and dtype,

@@ -21,7 +21,11 @@
 //     so that the model only extrapolates each variant from where it was measured and never ranks
 //     two families against each other from its own figures alone (its weakest point: decode
 //     shapes, the decode family against the Hopper tiles). KFORGE_HGEMM_NN_CALIBRATE=0 ranks by
-//     the plain model (read once), for A/B measurements. On large aligned problems (>= 1e10 FLOP,
+//     the plain model (read once), for A/B measurements. On decode shapes, a proposal with fewer
+//     output tiles (ceil(M / BM) x ceil(N / BN)) than the device's SMs brings its split-K twins
+//     (the same sm90 kernel by KernelConfig with a larger splitk; pipeline depth and rasterisation
+//     aside) at its own calibration, so that the model weighs a fuller device against the split's
+//     reduction. On large aligned problems (>= 1e10 FLOP,
 //     M and N >= 128) every unsplit sm90 variant competes as well, at the nearest proposal's
 //     calibration (neighbour_siblings);
 //  3. no neighbour can serve it (no table, or no tuned entry of its regime): the cost model's best

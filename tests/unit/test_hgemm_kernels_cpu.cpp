@@ -416,11 +416,61 @@ TEST(HgemmKernels, LastRoundsCountWholeAndTheNeighboursRelativesCompete) {
   EXPECT_EQ(c.how, kernels::Choice::How::kNeighbour);
   if (kernels::neighbour_siblings()) EXPECT_NE(c.variant, big) << c.variant->name;
   EXPECT_EQ(c.variant->config.splitk, 1) << c.variant->name;
-  // Decode shapes keep the neighbours' winners only: no relatives proposed there.
+  // Decode shapes get no unsplit relatives; a split winner's larger-split twins compete where its
+  // tiles are fewer than the SMs (DispatchProposesSplitTwinsOnUnderfilledDecodeShapes), and at a
+  // shape next to its own the tuned split count keeps its place.
   const kernels::DispatchEntry dec[] = {
       {8, 4096, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "sm90_tn_f32_64x64_s4_c1_k2_g0_false", KFORGE_HGEMM_F16, 9.0}};
   const kernels::Dispatcher d2(dec, 1);
   EXPECT_STREQ(d2.resolve(prob(9, 4096, 4096), h, -1).variant->name, "sm90_tn_f32_64x64_s4_c1_k2_g0_false");
+}
+
+// Step 2 on a decode shape with fewer output tiles than SMs: the proposal's split-K twins (the same
+// sm90 kernel with a larger splitk, matched by KernelConfig) compete at its calibration. Measured
+// on the H200 (issue 18): at 31x5120x3072 the unsplit 64x64 tile ran 80 CTAs on 132 SMs in 14.5 us,
+// where its split-K 2 twin had run 31x4096x4096 in 9.0 (cuBLASLt 11.3 and 11.2).
+TEST(HgemmKernels, DispatchProposesSplitTwinsOnUnderfilledDecodeShapes) {
+  const kernels::KernelVariant* unsplit = kernels::find_variant("sm90_tn_f32_64x64_s6_c1_k1_g0_false");
+  ASSERT_NE(unsplit, nullptr);
+  ASSERT_EQ(unsplit->config.splitk, 1);
+  // One decode entry whose winner is unsplit, tuned where its 64x64 tiles fill the device (192 tiles).
+  const kernels::DispatchEntry table[] = {
+      {31, 12288, 3072, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, unsplit->name, KFORGE_HGEMM_F16, 20.0}};
+  const kernels::Dispatcher disp(table, 1);
+  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  const kernels::KernelConfig& u = unsplit->config;
+  auto tiles = [&](const kforge_hgemm_problem& p) {
+    return ((p.m + u.bm - 1) / u.bm) * ((p.n + u.bn - 1) / u.bn);
+  };
+  // 80 tiles on 132 SMs: a split twin of the same tile is chosen.
+  const kforge_hgemm_problem few = prob(31, 5120, 3072);
+  ASSERT_LT(tiles(few), h.sms);
+  const kernels::Choice c = disp.resolve(few, h, -1);
+  ASSERT_NE(c.variant, nullptr);
+  EXPECT_EQ(c.how, kernels::Choice::How::kNeighbour);
+  const kernels::KernelConfig& s = c.variant->config;
+  EXPECT_GT(s.splitk, 1) << c.variant->name;
+  EXPECT_EQ(s.family, u.family) << c.variant->name;
+  EXPECT_EQ(s.bm, u.bm) << c.variant->name;
+  EXPECT_EQ(s.bn, u.bn) << c.variant->name;
+  EXPECT_EQ(s.consumers, u.consumers) << c.variant->name;
+  EXPECT_EQ(s.persistent, u.persistent) << c.variant->name;
+  EXPECT_FALSE(s.pad) << c.variant->name;
+  EXPECT_EQ(c.variant->layout, KFORGE_HGEMM_TN);
+  EXPECT_TRUE(c.variant->supports(&few));
+  // The same shape on a device of 64 SMs (80 tiles fill it): the unsplit winner stays.
+  EXPECT_EQ(disp.resolve(few, kernels::nominal_device_model(64, 90), -1).variant, unsplit);
+  // A shape whose tiles fill the 132 SMs (160 tiles) keeps the unsplit winner.
+  const kforge_hgemm_problem full = prob(30, 10240, 3072);
+  ASSERT_GE(tiles(full), h.sms);
+  const kernels::Choice f = disp.resolve(full, h, -1);
+  EXPECT_EQ(f.how, kernels::Choice::How::kNeighbour);
+  EXPECT_EQ(f.variant, unsplit) << f.variant->name;
+  // Outside the decode regime nothing changes: a split twin is not proposed for M = 64.
+  const kernels::DispatchEntry wide[] = {
+      {64, 12288, 3072, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, unsplit->name, KFORGE_HGEMM_F16, 40.0}};
+  const kernels::Dispatcher dw(wide, 1);
+  EXPECT_EQ(dw.resolve(prob(64, 5120, 3072), h, -1).variant->config.splitk, 1);
 }
 
 // The decode family's split count: at most the config's maximum, at least two K tiles per split,
