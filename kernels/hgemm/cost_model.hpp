@@ -20,6 +20,9 @@ struct DeviceModel {
   int cc = 0;                  // compute capability, major * 10 + minor
   double tensor_tflops = 0;    // dense fp16 tensor peak of the whole device
   double bandwidth_gbs = 0;    // device memory bandwidth
+  // The flat 5 us split-K charge on decode tiles too, as before the nineteenth session's refit
+  // (the dispatcher sets it under KFORGE_HGEMM_SPLIT_TWINS=0, for A/B measurements).
+  bool flat_split_charge = false;
 };
 
 // Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper
@@ -203,7 +206,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // Elsewhere the 5 us still agrees best with the table (1100 of 1136 such entries; unchanged).
   const double main_us = std::max(waves * sharing * tile_us, mem_us);
   const double reduce_us = c.splitk <= 1   ? 0.0
-                           : 2 * m < c.bm ? 0.5 * (c.splitk - 1) + 0.02 * main_us
+                           : 2 * m < c.bm && !d.flat_split_charge ? 0.5 * (c.splitk - 1) + 0.02 * main_us
                                           : 5.0;
   // A padded variant first copies the operands whose rows are not 16-byte multiples: A when
   // K % 8 != 0; B when K or N % 8 != 0 (charged for both layouts: a K-major B needs it only for K),

@@ -63,6 +63,11 @@ bool neighbour_siblings() {
   return on;
 }
 
+bool neighbour_split_twins() {
+  static const bool on = !env_is("KFORGE_HGEMM_SPLIT_TWINS", "0");
+  return on;
+}
+
 bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
 
 // The largest value of a KernelConfig field over every compiled variant (0 without any).
@@ -288,7 +293,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   // the nearest entries ran 80 CTAs on 132 SMs in 14.5 us, where its split-K 2 twin (160 CTAs)
   // had run 31x4096x4096 in 9.0 (cuBLASLt 11.3 and 11.2). The model weighs the twins' fuller
   // device against their reduction (cost_model.hpp); ties keep the neighbour's own winner.
-  if ((small_m || small_n) && d.sms > 0) {
+  if ((small_m || small_n) && d.sms > 0 && neighbour_split_twins()) {
     size_t count = 0;
     const KernelVariant* all = variants(&count);
     const size_t from_neighbours = proposals.size();
@@ -363,7 +368,9 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
   return nullptr;
 }
 
-Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const {
+Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& device, int dev) const {
+  DeviceModel d = device;
+  if (!neighbour_split_twins()) d.flat_split_charge = true;
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;

@@ -65,6 +65,10 @@ bool neighbour_calibration();
 // decode regime, ranked by the model with the nearest proposal's calibration
 // (KFORGE_HGEMM_NN_SIBLINGS, default on; "0" turns it off). Read once.
 bool neighbour_siblings();
+// Whether step 2 lets decode proposals with fewer tiles than SMs bring their split-K twins, with
+// the cost model's refitted split-K charge on decode tiles (KFORGE_HGEMM_SPLIT_TWINS, default on;
+// "0": neither, as before the nineteenth session). Read once.
+bool neighbour_split_twins();
 
 // Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).
 bool runs_on(const KernelVariant& v, int cc);
