@@ -6,6 +6,7 @@ alone:
 
     python3 scripts/gen-train-shapes.py decode > data/shapes/decode-train.txt
     python3 scripts/gen-train-shapes.py fill > data/shapes/fill-train.txt
+    python3 scripts/gen-train-shapes.py layers > data/shapes/layers-train.txt
 
 Both are regular grids in (log M, log N, log K), disjoint from the benchmark set
 data/shapes/offgrid.txt (its shapes are left out; the unit tests
@@ -23,6 +24,14 @@ fill: the grid's sizes are powers of two (and 12288), where tile counts divide e
 between them (a prompt of 480 tokens, an MLP of 9216) meet other wave counts. M, N and K each in
 {96, 192, 384, 768, 1536, 3072, 6144}: the centres of the grid's cells, half an octave from
 their corners.
+
+layers: decode token counts on the linear layers of public LLMs other than the benchmark's (the
+benchmark draws decode M from 1..32 on ten models' layers; users run others). Layer widths are
+rarely powers of two (5120, 6144, 14336, 18944), and their tile counts differ from the decode
+grid's, where neighbours were tuned with tiles that divide evenly. Per model: the fused QKV
+projection, the output projection, the MLP's (gate+)up and down projections, with M in
+{1, 2, 4, 8, 16, 24, 32}; a layer whose (N, K) is also a decode (N, K) of the benchmark set is
+left out, so that the benchmark keeps measuring widths the tuner never saw.
 
 The order is shuffled with a fixed seed, so that a tune cut short by its budget leaves holes spread
 over the set rather than a missing corner.
@@ -53,6 +62,40 @@ def decode_shapes():
     return out
 
 
+# (name, hidden, intermediate, attention heads, kv heads, head dim, gated MLP): published configurations,
+# none of them one of scripts/gen-offgrid-shapes.py's MODELS.
+LAYER_MODELS = [
+    ("Qwen2-0.5B", 896, 4864, 14, 2, 64, True),
+    ("Qwen2-1.5B", 1536, 8960, 12, 2, 128, True),
+    ("Qwen2.5-3B", 2048, 11008, 16, 2, 128, True),
+    ("Gemma-2-2B", 2304, 9216, 8, 4, 256, True),
+    ("Phi-2", 2560, 10240, 32, 32, 80, False),
+    ("Gemma-7B", 3072, 24576, 16, 16, 256, True),
+    ("Gemma-2-9B", 3584, 14336, 16, 8, 256, True),
+    ("Falcon-7B", 4544, 18176, 71, 1, 64, False),
+    ("Gemma-2-27B", 4608, 36864, 32, 16, 128, True),
+    ("Mistral-Nemo-12B", 5120, 14336, 32, 8, 128, True),
+    ("Phi-3-medium", 5120, 17920, 40, 10, 128, True),
+    ("Yi-34B", 7168, 20480, 56, 8, 128, True),
+    ("Qwen2.5-72B", 8192, 29568, 64, 8, 128, True),
+]
+
+
+def layer_shapes():
+    bench_decode = {(n, k) for m, n, k in benchmark_shapes() if m <= 32}
+    out, seen = [], set()
+    for name, h, inter, heads, kv, hd, gated in LAYER_MODELS:
+        layers = [("qkv", h, heads * hd + 2 * kv * hd), ("o", heads * hd, h),
+                  ("up", h, 2 * inter if gated else inter), ("down", inter, h)]
+        for layer, k, n in layers:
+            if (n, k) in bench_decode or (n, k) in seen:
+                continue
+            seen.add((n, k))
+            for m in (1, 2, 4, 8, 16, 24, 32):
+                out.append((m, n, k, f"{name} {layer}"))
+    return out
+
+
 def fill_shapes():
     sizes = (96, 192, 384, 768, 1536, 3072, 6144)
     return [(m, n, k, "cell centre") for m in sizes for n in sizes for k in sizes]
@@ -61,6 +104,7 @@ def fill_shapes():
 SETS = {
     "decode": (decode_shapes, "Decode shapes (M or N <= 32)"),
     "fill": (fill_shapes, "Shapes between the grid's sizes"),
+    "layers": (layer_shapes, "Decode token counts on other LLMs' layers"),
 }
 
 

@@ -4,6 +4,7 @@
 //   data/shapes/offgrid.txt       <- scripts/gen-offgrid-shapes.py
 //   data/shapes/decode-train.txt  <- scripts/gen-train-shapes.py decode
 //   data/shapes/fill-train.txt    <- scripts/gen-train-shapes.py fill
+//   data/shapes/layers-train.txt  <- scripts/gen-train-shapes.py layers
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,6 +81,16 @@ void expect_training_set(const std::string& name, size_t at_least, bool (*in_set
 TEST(GeneratedSources, DecodeTrainingShapesMatchTheirGenerator) {
   // The dispatcher's small regimes: M or N at most 32.
   expect_training_set("decode", 200, [](long long m, long long n, long long) { return m <= 32 || n <= 32; });
+}
+
+TEST(GeneratedSources, LayerTrainingShapesMatchTheirGenerator) {
+  // Decode token counts on LLM layers: M at most 32, and no (N, K) of the benchmark's decode shapes.
+  expect_training_set("layers", 200, [](long long m, long long, long long) { return m <= 32; });
+  const std::string dir = std::string(KFORGE_SOURCE_DIR) + "/data/shapes/";
+  const auto bench = read_shapes(dir + "offgrid.txt"), train = read_shapes(dir + "layers-train.txt");
+  for (const auto& b : bench)
+    if (b[0] <= 32)
+      for (const auto& t : train) EXPECT_FALSE(t[1] == b[1] && t[2] == b[2]) << t[0] << "x" << t[1] << "x" << t[2];
 }
 
 TEST(GeneratedSources, FillTrainingShapesMatchTheirGenerator) {
