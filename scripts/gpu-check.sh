@@ -10,9 +10,10 @@
 #           TUNE_STALE, TUNE_RETUNE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the
 #           result back. TUNE_RETUNE=1 measures TUNE_SHAPES again even where the table is current
 #           (with TUNE_VARIANTS=0: every variant, e.g. on the shapes a grid run lost). The shipped
-#           table holds the grid and the two training sets: TUNE_SHAPES=data/shapes/decode-train.txt
-#           (TUNE_VARIANTS=0 TUNE_RETUNE=1: 89 s) and data/shapes/fill-train.txt (16 variants: 44 s),
-#           each with TUNE_STALE=0 unless the grid should be measured again too
+#           table holds the grid and the three training sets: TUNE_SHAPES=data/shapes/decode-train.txt
+#           (TUNE_VARIANTS=0 TUNE_RETUNE=1: 89 s), data/shapes/fill-train.txt (16 variants: 44 s) and
+#           data/shapes/layers-train.txt (TUNE_VARIANTS=0: 85 s), each with TUNE_STALE=0 unless the
+#           grid should be measured again too
 #   threads the exported C API from eight fresh host threads x 1,000 calls over mixed shapes, every
 #           output checked in fp64 (GpuTest.EightHostThreads*), its per-call host cost past 16
 #           problems (GpuTest.ApiHostCost*), then the dispatcher's odd shapes (threads.log)
