@@ -53,19 +53,6 @@ double neighbour_radius() {
   return r;
 }
 
-double decode_neighbour_radius() {
-  static const double r = [] {
-    const char* e = std::getenv("KFORGE_HGEMM_NN_DECODE_RADIUS");
-    if (e && *e) {
-      char* end = nullptr;
-      const double v = std::strtod(e, &end);
-      if (end && *end == '\0' && v >= 0 && v < 100) return v;
-    }
-    return 0.0;
-  }();
-  return r;
-}
-
 bool neighbour_calibration() {
   static const bool on = !env_is("KFORGE_HGEMM_NN_CALIBRATE", "0");
   return on;
@@ -260,12 +247,12 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   };
   std::vector<Near> near;
   double nearest = std::numeric_limits<double>::infinity();
-  const double radius = small_m || small_n ? decode_neighbour_radius() : neighbour_radius();
   for (const Coord& c : coords_) {
     if (c.layout != p.layout || c.acc != p.acc || c.dtype != p.dtype || !runs_on(*c.v, d.cc)) continue;
     // Decode shapes are their own regime: a tuned M = 64 entry says nothing about M = 8.
     if (c.small_m != small_m || c.small_n != small_n) continue;
     const double dist = std::sqrt((c.lm - lm) * (c.lm - lm) + (c.ln - ln) * (c.ln - ln) + (c.lk - lk) * (c.lk - lk));
+    const double radius = neighbour_radius();
     if (dist > nearest + radius) continue;
     // A TMA winner for a shape with K or N % 8 != 0 proposes its padded twin.
     const KernelVariant* v = c.v->supports(&p) ? c.v : c.twin && c.twin->supports(&p) ? c.twin : nullptr;
@@ -286,7 +273,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   bool padded = false;
   const bool calibrate = neighbour_calibration();
   for (const Near& x : near) {
-    if (x.dist > nearest + radius * (1 + 1e-12) + 1e-12) break;
+    if (x.dist > nearest + neighbour_radius() * (1 + 1e-12) + 1e-12) break;
     if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == x.v; }) != proposals.end())
       continue;
     double scale = 1.0;

@@ -14,7 +14,7 @@
 //  2. nearest neighbours: the tuned entries of the same layout, accumulation and regime (decode,
 //     M <= small_m_limit() or N <= small_n_limit(), or not) whose variants support the problem, by distance in
 //     (log M, log N, log K) (a TMA winner proposes its padded twin for K or N % 8 != 0); the nearest entry and every entry
-//     within neighbour_radius() of it (decode_neighbour_radius() for decode problems) propose their variants, and the cost model (cost_model.hpp)
+//     within kNeighbourRadius of it propose their variants, and the cost model (cost_model.hpp)
 //     picks among the proposals (a tie-break between near-equal neighbours, which also sees this
 //     shape's own wave count). Calibrated: a proposal whose entry holds its measured time is
 //     predicted at this shape as that time x the model's ratio between this shape and the entry's,
@@ -57,13 +57,6 @@ struct DispatchEntry {
 // nearest one propose their variants too: 0.35 is half a factor-of-two step of the tuned grid.
 // KFORGE_HGEMM_NN_RADIUS overrides it (read once; 0: the nearest entries only).
 double neighbour_radius();
-// The same for decode problems (M <= small_m_limit() or N <= small_n_limit()): 0, the nearest entry
-// alone (with its split-K twins, see step 2), KFORGE_HGEMM_NN_DECODE_RADIUS overrides it (read
-// once). Left one layer out at a time, the 658 measured decode shapes of data/shapes/layers-train.txt
-// got 0.912 of their best variant's speed from the nearest entry alone, 0.887 from the entries within
-// 0.35 of it, where the model, calibrated across tiles and splits, picked worse than the nearest's
-// own winner (docs/perf-notes.md, nineteenth session).
-double decode_neighbour_radius();
 // Whether step 2 calibrates the model on the neighbours' measured times (KFORGE_HGEMM_NN_CALIBRATE,
 // default on; "0" turns it off). Read once.
 bool neighbour_calibration();
