@@ -12,6 +12,7 @@
 #include "eval/executor.hpp"
 #include "eval/hgemm_worker.hpp"
 #include "gpu/device.hpp"
+#include "measure/stats.hpp"
 #include "measure/timer.hpp"
 
 namespace kforge {
@@ -56,10 +57,6 @@ class BaselineRunner : public ExecRunner {
       std::vector<size_t> near;
       for (const auto& [us, i] : first)
         if (us <= 1.10 * first.front().first && near.size() < 4) near.push_back(i);
-      std::vector<std::vector<double>> rounds(near.size());
-      if (near.size() > 1)
-        for (int r = 0; r < 5; ++r)
-          for (size_t j = 0; j < near.size(); ++j) rounds[j].push_back(time_algo(near[j]));
       size_t best = near.front();
       double best_us = first.front().first;
       // Within 2% of the fastest median the algorithms are not told apart by this timing (at 4096^3
@@ -67,12 +64,11 @@ class BaselineRunner : public ExecRunner {
       // 5% behind), so cuBLASLt's own ranking decides among them: the choice no longer moves with
       // the noise.
       if (near.size() > 1) {
-        std::vector<double> med(near.size());
-        for (size_t j = 0; j < near.size(); ++j) {
-          std::vector<double>& v = rounds[j];
-          std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-          med[j] = v[v.size() / 2];
-        }
+        std::vector<std::vector<double>> rounds(near.size());
+        for (int r = 0; r < 5; ++r)
+          for (size_t j = 0; j < near.size(); ++j) rounds[j].push_back(time_algo(near[j]));
+        std::vector<double> med;
+        for (const std::vector<double>& v : rounds) med.push_back(median(v));
         const double fastest = *std::min_element(med.begin(), med.end());
         best = algos.size();
         for (size_t j = 0; j < near.size(); ++j)
