@@ -489,6 +489,12 @@ CompileService::Deps CompileService::scan_deps(const std::string& work_dir, cons
 // manifest is missing or unreadable, an included file is gone, or the include folders' stamp
 // changed (a header that could now shadow a listed one). Left to the full scan's guarantee only:
 // a header newly shadowing another between two system folders (root's to change).
+// The include folders' stamp a manifest is written with and checked against: one function, so that
+// the two never differ in what they leave out (kforge's own cache folders).
+std::string CompileService::include_stamp() const {
+  return sha256_hex(include_tree_stamp(include_dirs_, {opts_.cache_dir, cache_dir()}));
+}
+
 std::string CompileService::manifest_path(const std::string& source) const {
   return opts_.cache_dir + "/" + sha256_hex(key_material(source) + "\nkforge-direct-manifest-1") + ".manifest";
 }
@@ -506,7 +512,7 @@ bool CompileService::direct_lookup(const std::string& source, CompileResult* r) 
     if (line.rfind("dep ", 0) != 0) return false;
     paths.push_back(line.substr(4));
   }
-  if (sha256_hex(include_tree_stamp(include_dirs_, {opts_.cache_dir, cache_dir()})) != stamp_hex) return false;
+  if (include_stamp() != stamp_hex) return false;
   std::string material;
   if (!hash_deps(paths, &material)) return false;
   const std::string key = sha256_hex(key_material(source) + material);
@@ -527,7 +533,7 @@ void CompileService::write_manifest(const std::string& source, const Deps& deps,
   if (!deps.ok || !deps.direct_ok) return;
   for (const std::string& p : deps.paths)
     if (p.find('\n') != std::string::npos) return;
-  std::string text = "kforge-manifest 1\nstamp " + sha256_hex(include_tree_stamp(include_dirs_, {opts_.cache_dir, cache_dir()})) + "\n";
+  std::string text = "kforge-manifest 1\nstamp " + include_stamp() + "\n";
   for (const std::string& p : deps.paths) text += "dep " + p + "\n";
   const std::string tmp = work_dir + "/manifest";
   try {

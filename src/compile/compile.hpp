@@ -72,6 +72,7 @@ class CompileService {
   struct Deps;
   Deps scan_deps(const std::string& work_dir, const std::string& src_path, double timeout_s) const;
   std::string manifest_path(const std::string& source) const;
+  std::string include_stamp() const;
   bool direct_lookup(const std::string& source, CompileResult* r) const;
   void write_manifest(const std::string& source, const Deps& deps, const std::string& work_dir) const;
   std::string key_material(const std::string& source) const;
