@@ -541,11 +541,13 @@ class Judge {
     auto [bj, bmhz] = side(br);
     nlohmann::json& m = g[mode];
     m["candidate"] = cj, m["baseline"] = bj;
-    const size_t n = std::min<size_t>(cs.size(), 64);
-    m["rounds"] = {{"candidate_us", std::vector<double>(cs.begin(), cs.begin() + long(n))},
-                   {"baseline_us", std::vector<double>(bs.begin(), bs.begin() + long(std::min(n, bs.size())))},
-                   {"candidate_sm_mhz", std::vector<double>(cmhz.begin(), cmhz.begin() + long(std::min(n, cmhz.size())))},
-                   {"baseline_sm_mhz", std::vector<double>(bmhz.begin(), bmhz.begin() + long(std::min(n, bmhz.size())))}};
+    const auto first64 = [](const std::vector<double>& v) {
+      return std::vector<double>(v.begin(), v.begin() + long(std::min<size_t>(v.size(), 64)));
+    };
+    m["rounds"] = {{"candidate_us", first64(cs)},
+                   {"baseline_us", first64(bs)},
+                   {"candidate_sm_mhz", first64(cmhz)},
+                   {"baseline_sm_mhz", first64(bmhz)}};
   }
 
   // Nothing of this verdict runs yet, so a busy GPU is another process's (one whose context is
