@@ -56,7 +56,7 @@
 #           by scripts/gpu-wheels.sh; carry it) into $build/trl-site; TRL_STEPS (default 3),
 #           TRL_HGEMM (default 256x256x256; empty: the PyTorch task only), TRL_TIMEOUT (default 120)
 #   repeat  the evaluator's repeatability: five verdicts each of two honest candidates at 4096^3 (tn),
-#           mma_sync.cu (slow) and kforge_sm80.cu (near 1x), the first on a cold compile cache, with
+#           mma_sync.cu (slow) and kforge_sm90.cu (near 1x), the first on a cold compile cache, with
 #           the wall time of each and the GPU's clock, power and temperature as the judge read them
 #           (also in repeat.txt); REPEAT_SETTINGS="default KFORGE_JUDGE_PREROLL_MS=40" repeats it per
 #           judge setting (REPEAT_WARMUP_MS="0 1000": per KFORGE_JUDGE_WARMUP_MS)
@@ -177,8 +177,9 @@ fi
 if has repeat; then
   # The stage's lines also go to repeat.txt (a long call's output tail is cut).
   exec 3>&1 1> >(tee "$out/repeat.txt" >&3)
-  # Two candidates: the slow mma_sync.cu (~0.02x) and one of kforge's own kernels (near 1x,
-  # compiled from the repository's source). The first verdict of each finds a cold compile cache.
+  # Two candidates: the slow mma_sync.cu (~0.02x) and one of kforge's own kernels near 1x
+  # (kforge_sm90.cu, compiled from the repository's source; REPEAT_CANDS names others, e.g. the
+  # ~0.4x kforge_sm80). The first verdict of each finds a cold compile cache.
   rm -rf "$KFORGE_CACHE_DIR/compile"
   # REPEAT_SETTINGS="default KFORGE_JUDGE_PREROLL_MS=40 KFORGE_JUDGE_WARMUP_MS=1000": the whole
   # stage once per setting (one judge variable, or several joined by commas; "default": none).
@@ -193,7 +194,7 @@ if has repeat; then
   tag=$(printf '%s' "$setting" | tr -c 'A-Za-z0-9' '_' | sed 's/KFORGE_JUDGE_//g')
   judge_env=()
   [ "$setting" = default ] || IFS=, read -r -a judge_env <<<"$setting"
-  for cand in ${REPEAT_CANDS:-mma_sync kforge_sm80}; do
+  for cand in ${REPEAT_CANDS:-mma_sync kforge_sm90}; do
     echo "== evaluator repeatability: 5 verdicts of $cand.cu, 4096x4096x4096 tn, judge setting: $setting"
     for i in 1 2 3 4 5; do
       t0=$(date +%s.%N)
