@@ -102,9 +102,35 @@ inline double smallk_fma_us(const KernelConfig& c, int64_t m, int64_t n, int64_t
   return std::ceil(tiles / sms) * rows * c.bn * k4 / (128.0 * 1.7e3 * 0.22);
 }
 
+// The whole-K variants (KernelConfig::whole_k): every tile computes all of its BM x BN outputs
+// (padding included: a 3-row problem on 32-row tiles pays for 32) over K rounded to 4, one SM's
+// tiles after another, each thread's 2 x 2 outputs from four float4 shared loads per 16 FMAs:
+// bound by the shared-memory reads at ~35% of 128 FMAs per SM per clock at ~1.7 GHz (the
+// prediction behind the variants, not yet fitted).
+inline double wholek_fma_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
+  const double sms = std::max(1, d.sms);
+  const double tiles = cta_count(c, m, n);
+  const double k4 = 4.0 * std::ceil(double(k) / 4.0);
+  return std::ceil(tiles / sms) * double(c.bm) * c.bn * k4 / (128.0 * 1.7e3 * 0.35);
+}
+
+// The whole-K fill: ceil((rows + columns) x K / (threads x 32)) groups of loads per tile (rows and
+// columns within the matrix), each one memory latency (~0.8 us), for each round of tiles (two
+// resident per SM).
+inline double wholek_fill_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
+  const double sms = std::max(1, d.sms);
+  const double tiles = cta_count(c, m, n);
+  const double threads = std::max(32.0, double(c.bm) * c.bn / 4.0);
+  const double lines = double(std::min<int64_t>(m, c.bm) + std::min<int64_t>(n, c.bn));
+  const double groups = std::ceil(lines * double(k) / (threads * 32.0));
+  return 0.8 * groups * std::ceil(tiles / (2.0 * sms));
+}
+
 inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
   const double tiles = cta_count(c, m, n);  // one CTA per tile (no split)
+  if (c.whole_k)
+    return std::max(smallk_store_us(m, n, k, d), wholek_fma_us(c, m, n, k, d)) + wholek_fill_us(c, m, n, k, d) + 2.0;
   const double fill_us = 1.0 * std::ceil(tiles / (4.0 * sms));
   return std::max(smallk_store_us(m, n, k, d), smallk_fma_us(c, m, n, k, d)) + fill_us + 2.0;
 }

@@ -95,13 +95,38 @@ int64_t small_k_limit() {
 }
 
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
+bool whole_k_enabled() {
+  static const bool on = !env_is("KFORGE_HGEMM_WHOLEK", "0");
+  return on;
+}
+
+// The largest K the outer-product variants of the small-K family serve (8): up to it, the whole-K
+// variants stay out (the outer products were measured there, sixteenth session).
+int64_t outer_k_limit() {
+  static const int64_t limit = [] {
+    size_t count = 0;
+    const KernelVariant* all = variants(&count);
+    int64_t l = 0;
+    for (size_t i = 0; i < count; ++i)
+      if (!all[i].config.whole_k) l = std::max<int64_t>(l, all[i].config.max_k);
+    return l;
+  }();
+  return limit;
+}
+
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d) {
   if (p.k > small_k_limit() || (p.k % 8 == 0 && p.n % 8 == 0)) return false;
+  const bool whole = p.k > outer_k_limit() && whole_k_enabled();
   const double bound = std::max(2.0 * smallk_store_us(p.m, p.n, p.k, d), kSmallKTinyFmaUs);
   size_t count = 0;
   const KernelVariant* all = variants(&count);
-  for (size_t i = 0; i < count; ++i)
-    if (all[i].config.max_k >= p.k && smallk_fma_us(all[i].config, p.m, p.n, p.k, d) <= bound) return true;
+  for (size_t i = 0; i < count; ++i) {
+    const KernelConfig& c = all[i].config;
+    if (c.max_k < p.k) continue;
+    if (c.whole_k ? whole && wholek_fma_us(c, p.m, p.n, p.k, d) <= kWholeKFmaUs
+                  : smallk_fma_us(c, p.m, p.n, p.k, d) <= bound)
+      return true;
+  }
   return false;
 }
 bool small_n_regime(int64_t n) { return n <= small_n_limit(); }
@@ -132,7 +157,7 @@ const char* to_string(Choice::How h) {
     case Choice::How::kTableTwin: return "tuned table, the fp16 entry's configuration in bf16";
     case Choice::How::kNeighbour: return "nearest tuned neighbours";
     case Choice::How::kModel: return "cost model";
-    case Choice::How::kSmallK: return "small-K family (K <= 8, rows not 16-byte multiples)";
+    case Choice::How::kSmallK: return "small-K family (K <= 256, rows not 16-byte multiples)";
     default: return "none";
   }
 }
@@ -144,7 +169,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
   // Decode shapes (small_m_regime, or small_n_regime for the swapped roles) are the decode family's when one of its variants serves them;
   // the model ranks within it (the wide-tile families' time on them is what it models worst:
   // measured 0.46-0.62 of cuBLASLt). A tuned entry overrides this, as everywhere.
-  // small_k_regime (K <= 8, rows not 16-byte multiples, not FMA-bound) goes to the small-K family
+  // small_k_regime (K <= 256, rows not 16-byte multiples, not FMA-bound) goes to the small-K family
   // first, decode shapes included: with so little K the cost is writing C, and the tensor-core
   // families pad K to a whole K tile and re-pitch or guard such rows.
   bool smallk = false;
@@ -160,6 +185,9 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     const KernelVariant& v = all[i];
     if (!runs_on(v, family_cc) || !v.supports(&p)) continue;
     if (smallk && v.config.max_k == 0) continue;
+    // The whole-K variants only in the small-K regime past the outer products' K (not yet
+    // measured elsewhere).
+    if (v.config.whole_k && (!smallk || !whole_k_enabled() || p.k <= outer_k_limit())) continue;
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order

@@ -9,7 +9,7 @@
 //
 // In order:
 //  1. the tuned table's entry for exactly this problem, when its variant supports it here;
-//  1b. small_k_regime (K <= 8 with K or N % 8 != 0, not FMA-bound): the small-K family
+//  1b. small_k_regime (K <= 256 with K or N % 8 != 0, not FMA-bound): the small-K family
 //      (smallk_gemm.cuh), the cost model's best of it;
 //  2. nearest neighbours: the tuned entries of the same layout, accumulation and regime (decode,
 //     M <= small_m_limit() or N <= small_n_limit(), or not) whose variants support the problem, by distance in
@@ -97,6 +97,13 @@ bool small_m_regime(int64_t m);
 // shapes included (168x56x8 1.8 us against 2.6, 48x8x8 1.5 against 2.1); with FMAs well past the
 // stores, the tensor cores (8192x8192x8 43 us against 82-85).
 inline constexpr double kSmallKTinyFmaUs = 1.25;
+// The whole-K variants (KernelConfig::whole_k, K <= 256) take such a problem when their dot
+// products take at most kWholeKFmaUs by the model (wholek_fma_us): tiny problems, whose time on the
+// tensor-core families is one memory latency per K tile of guarded loads, or two extra launches
+// re-pitching the operands (814x28x12 5.3 us, 382x387x100 7.8 on the H200, cuBLASLt 2.0 and 3.9).
+// KFORGE_HGEMM_WHOLEK=0 leaves them out of the dispatcher (for A/B measurements).
+inline constexpr double kWholeKFmaUs = 2.5;
+bool whole_k_enabled();
 int64_t small_k_limit();
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);
 

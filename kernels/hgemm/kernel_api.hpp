@@ -22,7 +22,7 @@ enum class Family : int {
   kSm90 = 0,  // sm_90a: TMA, wgmma, mbarrier pipeline, warp-specialised, persistent or cluster split-K
   kSm80 = 1,  // sm_80+: cp.async, ldmatrix, mma.sync (also what serves Ampere)
   kSkinny = 2,  // sm_80+: decode shapes (M <= max_m): mma.sync with M as the mma's n8 side, split-K chosen at run time
-  kSmallK = 3,  // sm_80+: K <= max_k: an outer product on the CUDA cores, bound by writing C (smallk_gemm.cuh)
+  kSmallK = 3,  // sm_80+: K <= max_k, on the CUDA cores: outer products bound by writing C, or whole-K dot products (smallk_gemm.cuh)
 };
 
 // One kernel configuration. Fields a family does not use are 0.
@@ -42,6 +42,7 @@ struct KernelConfig {
   int max_n = 0;               // skinny, swapped roles (A streamed): the largest N served (0: any N)
   int warps_n = 1;             // skinny: warp groups along N (the others split K)
   int max_k = 0;               // small-K: the largest K served (0: any K)
+  bool whole_k = false;        // small-K: the whole K of a tile in shared memory, dot products (smallk_gemm.cuh WholeK)
 };
 
 // Whether two configurations are the same kernel but for `pad` (a plain variant and its padded twin).
@@ -49,7 +50,7 @@ inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
   return a.family == b.family && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.stages == b.stages &&
          a.consumers == b.consumers && a.splitk == b.splitk && a.group_m == b.group_m && a.persistent == b.persistent &&
          a.pingpong == b.pingpong && a.multicast == b.multicast && a.splitk_auto == b.splitk_auto && a.max_m == b.max_m &&
-         a.max_n == b.max_n && a.warps_n == b.warps_n && a.max_k == b.max_k;
+         a.max_n == b.max_n && a.warps_n == b.warps_n && a.max_k == b.max_k && a.whole_k == b.whole_k;
 }
 
 // Whether environment variable `name` is set to exactly `value`. The kernels' A/B switches

@@ -207,4 +207,206 @@ struct Gemm {
   }
 };
 
+
+// The whole-K kernel of the family (WholeK below): tiny problems with K up to KMAX (256) whose rows
+// are not 16-byte multiples, where the tensor-core families wait one memory latency per K tile
+// (element-wise guarded loads ahead of every tile, or two extra launches re-pitching the operands)
+// and the outer product above would hold K registers per column. Measured on the H200 before it
+// (sixteenth to nineteenth sessions, off-grid set, graph mode): 814x28x12 5.3 us against cuBLASLt's
+// 2.0, 3x10507x161 10.2 against 3.9, 382x387x100 7.8 against 3.9, 11784x4x26 4.6 against 2.5.
+//
+//   * One CTA per BM x BN tile of C (a grid-stride loop over the tiles, row-major), BM x BN / 4
+//     threads, each computing 2 x 2 outputs: rows ty and ty + BM / 2, columns tx and tx + BN / 2.
+//   * The fill: the tile's A rows (BM x K, one contiguous run of A) and B columns (tn: BN rows of
+//     K, one contiguous run; nn: K runs of BN) go whole into shared memory as fp32, K contiguous
+//     per row, in groups of kFillGroup loads per thread, every load of a group issued before the
+//     first is stored (so that a tile waits one memory latency per group, not per load: the
+//     chunked version of the outer product waited one per 8 of K and lost, sixteenth session).
+//     Coalesced element-wise loads: any K, N and 2-byte alignment.
+//   * Row pitch: K rounded up to an odd number of float4s, so that the 8 lanes of a float4 phase
+//     reading 8 consecutive rows hit 8 distinct bank groups; the slots from K to the next multiple
+//     of 4 are zeroed once per CTA (the fill never writes them).
+//   * The dot products: per group of four k, one float4 of each of the thread's two A rows and
+//     two B columns, sixteen FMAs; fp32 sums in order k = 0, 1, ..., K - 1 (the zero slots add
+//     exact zeros). fp16 accumulation takes the same fp32 sums (more accurate than its contract).
+//   * Outputs rounded to fp16 / bf16 (round to nearest), stored as 2-byte elements.
+//   * Programmatic dependent launch on sm_90 (as the other families, unless KFORGE_HGEMM_PDL=0).
+// Deterministic (no atomics, fixed order): bit-identical from run to run.
+namespace detail {
+
+// Row pitch (in floats) of a whole-K tile row: K rounded up to an odd number of float4s.
+__host__ __device__ constexpr int wholek_pitch(int k) { return 4 * (((k + 3) / 4) | 1); }
+
+// Loads per thread issued before the first of them is stored (one memory latency per group).
+inline constexpr int kFillGroup = 32;
+
+// i / d for 0 <= i < 2^20 and 1 <= d <= 2^16, from a float reciprocal, corrected to exact.
+__device__ __forceinline__ int div_small(int i, int d, float inv_d) {
+  int q = int((float(i) + 0.5f) * inv_d);
+  if (q * d > i) --q;
+  else if ((q + 1) * d <= i) ++q;
+  return q;
+}
+
+template <int BM, int BN, int KMAX, kforge_hgemm_layout L, kforge_hgemm_dtype DT>
+__global__ void __launch_bounds__(BM * BN / 4)
+    wholek_kernel(const void* __restrict__ a_in, const void* __restrict__ b_in, void* __restrict__ c_out, int64_t m,
+                  int64_t n, int k, int64_t tiles_n, int64_t tiles) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  constexpr int THREADS = BM * BN / 4, TX = BN / 2, TY = BM / 2, G = kFillGroup;
+  static_assert(BM % 2 == 0 && BN % 2 == 0 && THREADS % 32 == 0 && THREADS <= 1024, "whole-K tile");
+  using E = Elem<DT>;
+  using T = typename E::T;
+  const T* a = static_cast<const T*>(a_in);
+  const T* b = static_cast<const T*>(b_in);
+  T* c = static_cast<T*>(c_out);
+  extern __shared__ __align__(16) float wk_smem[];
+  const int pitch = wholek_pitch(k), k4 = (k + 3) / 4 * 4;
+  float* as = wk_smem;               // BM rows (of A) x pitch
+  float* bs = wk_smem + BM * pitch;  // BN rows (columns of B) x pitch
+  const int tid = threadIdx.x;
+  // The slots from K to K rounded to 4, zero in every row (the fill writes only k < K).
+  for (int i = tid; i < (BM + BN) * (k4 - k); i += THREADS) {
+    const int r = i / (k4 - k);
+    wk_smem[r * pitch + k + (i - r * (k4 - k))] = 0.0f;
+  }
+  skinny::detail::grid_dependency_wait();
+  const float inv_k = 1.0f / float(k);
+  const int tx = tid % TX, ty = tid / TX;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t m0 = (tile / tiles_n) * BM, n0 = (tile % tiles_n) * BN;
+    const int rows = int(m - m0 < BM ? m - m0 : BM), cols = int(n - n0 < BN ? n - n0 : BN);
+    const float inv_cols = 1.0f / float(cols);
+    const T* at = a + m0 * int64_t(k);  // the A tile: rows x K contiguous elements
+    const int ta = rows * k, tb = cols * k;
+    // The fill, in groups: loads into registers first, then the shared stores. Rows past the
+    // matrix's edge are not filled: their outputs are computed from stale slots and not stored.
+    for (int base = 0; base < ta + tb; base += THREADS * G) {
+      T v[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int i = base + g * THREADS + tid;
+        if (i < ta) {
+          v[g] = at[i];
+        } else if (i < ta + tb) {
+          const int j = i - ta;
+          if (L == KFORGE_HGEMM_TN) {  // B's rows n are K contiguous elements: the tile is one run
+            v[g] = b[n0 * int64_t(k) + j];
+          } else {  // B row-major K x N: row kk of the tile is `cols` contiguous elements
+            const int kk = div_small(j, cols, inv_cols);
+            v[g] = b[int64_t(kk) * n + n0 + (j - kk * cols)];
+          }
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int i = base + g * THREADS + tid;
+        if (i < ta) {
+          const int r = div_small(i, k, inv_k);
+          as[r * pitch + (i - r * k)] = E::to(v[g]);
+        } else if (i < ta + tb) {
+          const int j = i - ta;
+          if (L == KFORGE_HGEMM_TN) {
+            const int col = div_small(j, k, inv_k);
+            bs[col * pitch + (j - col * k)] = E::to(v[g]);
+          } else {
+            const int kk = div_small(j, cols, inv_cols);
+            bs[(j - kk * cols) * pitch + kk] = E::to(v[g]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+    const float* a0 = as + ty * pitch;
+    const float* a1 = as + (ty + TY) * pitch;
+    const float* b0 = bs + tx * pitch;
+    const float* b1 = bs + (tx + TX) * pitch;
+    float s00 = 0.0f, s01 = 0.0f, s10 = 0.0f, s11 = 0.0f;
+#pragma unroll 4
+    for (int q = 0; q < k4; q += 4) {
+      const float4 x0 = *reinterpret_cast<const float4*>(a0 + q), x1 = *reinterpret_cast<const float4*>(a1 + q);
+      const float4 y0 = *reinterpret_cast<const float4*>(b0 + q), y1 = *reinterpret_cast<const float4*>(b1 + q);
+      s00 = fmaf(x0.x, y0.x, s00), s01 = fmaf(x0.x, y1.x, s01), s10 = fmaf(x1.x, y0.x, s10), s11 = fmaf(x1.x, y1.x, s11);
+      s00 = fmaf(x0.y, y0.y, s00), s01 = fmaf(x0.y, y1.y, s01), s10 = fmaf(x1.y, y0.y, s10), s11 = fmaf(x1.y, y1.y, s11);
+      s00 = fmaf(x0.z, y0.z, s00), s01 = fmaf(x0.z, y1.z, s01), s10 = fmaf(x1.z, y0.z, s10), s11 = fmaf(x1.z, y1.z, s11);
+      s00 = fmaf(x0.w, y0.w, s00), s01 = fmaf(x0.w, y1.w, s01), s10 = fmaf(x1.w, y0.w, s10), s11 = fmaf(x1.w, y1.w, s11);
+    }
+    T* row0 = c + (m0 + ty) * n + n0;
+    T* row1 = row0 + int64_t(TY) * n;
+    if (ty < rows) {
+      if (tx < cols) row0[tx] = E::from(s00);
+      if (tx + TX < cols) row0[tx + TX] = E::from(s01);
+    }
+    if (ty + TY < rows) {
+      if (tx < cols) row1[tx] = E::from(s10);
+      if (tx + TX < cols) row1[tx + TX] = E::from(s11);
+    }
+    __syncthreads();  // the next tile's fill overwrites as / bs
+  }
+#else
+  (void)a_in, (void)b_in, (void)c_out, (void)m, (void)n, (void)k, (void)tiles_n, (void)tiles;
+  __trap();
+#endif
+}
+
+}  // namespace detail
+
+// The whole-K variant. Serves K <= KMAX, any M and N, any 2-byte aligned pointers, of its layout,
+// accumulation and dtype (bf16: fp32 accumulation only); no workspace. Dynamic shared memory:
+// (BM + BN) x wholek_pitch(K) floats (66.6 KB for 32 x 32 at K = 256).
+template <int BM, int BN, int KMAX, kforge_hgemm_layout L, kforge_hgemm_acc ACC, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+struct WholeK {
+  static constexpr kforge_hgemm_dtype kDtype = DT;
+  static constexpr int kThreads = BM * BN / 4;
+  static constexpr size_t smem_bytes(int k) { return size_t(BM + BN) * size_t(detail::wholek_pitch(k)) * sizeof(float); }
+  static constexpr size_t kMaxSmemBytes = smem_bytes(KMAX);
+
+  static constexpr KernelConfig config() {
+    KernelConfig c{};
+    c.family = Family::kSmallK;
+    c.bm = BM;
+    c.bn = BN;
+    c.bk = KMAX;
+    c.consumers = kThreads / 32;
+    c.max_k = KMAX;
+    c.whole_k = true;
+    return c;
+  }
+
+  static bool supports(const kforge_hgemm_problem* p) {
+    if (p == nullptr || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
+    if (p->m < 1 || p->n < 1 || p->k < 1 || p->k > KMAX) return false;
+    if (p->m > (int64_t(1) << 40) || p->n > (int64_t(1) << 40)) return false;  // tile counts and M x N fit int64
+    return true;
+  }
+
+  static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
+
+  static auto kernel_ptr() { return detail::wholek_kernel<BM, BN, KMAX, L, DT>; }
+
+  static int resident_ctas() {
+    static std::atomic<uint64_t> done{0};
+    if (!ensure_smem_attribute(kernel_ptr(), kMaxSmemBytes, done)) return 0;
+    return resident_plain_ctas(kernel_ptr(), kThreads, kMaxSmemBytes);
+  }
+
+  static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
+    if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
+    if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
+    const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
+                    pc = reinterpret_cast<uintptr_t>(args->c);
+    if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even 2-byte aligned
+    const DeviceAttrs d = device_attrs(current_device());
+    if (d.cc < 80) return kRunUnsupported;
+    static std::atomic<uint64_t> done{0};
+    if (!ensure_smem_attribute(kernel_ptr(), kMaxSmemBytes, done)) return kRunLaunchFailed;
+    const kforge_hgemm_problem& p = args->problem;
+    const int64_t tiles_n = (p.n + BN - 1) / BN, tiles = ((p.m + BM - 1) / BM) * tiles_n;
+    const int64_t grid = tiles < 0x7fffffff ? tiles : 0x7fffffff;  // the kernel grid-strides past it
+    const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
+    return skinny::detail::launch(kernel_ptr(), dim3(unsigned(grid)), dim3(kThreads), smem_bytes(int(p.k)), stream, pdl,
+                                  args->a, args->b, static_cast<void*>(args->c), p.m, p.n, int(p.k), tiles_n, tiles);
+  }
+};
+
 }  // namespace kforge::kernels::smallk

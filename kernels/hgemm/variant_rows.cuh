@@ -75,6 +75,11 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
                                                        KF_STR(KMAX) "_t" KF_STR(THREADS),                     \
                                                        L, A),
 
+// Small K (K <= KMAX), the whole K of a BM x BN tile in shared memory (BM x BN / 4 threads).
+#define KF_WHOLEK(L, A, LN, AN, DT, BM, BN, KMAX)                                                                  \
+  entry<smallk::WholeK<BM, BN, KMAX, L, A, DT>>("wholek_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_k" KF_STR(KMAX), \
+                                                L, A),
+
 // Shorthands of the tables, one configuration for both B layouts. fp16, fp32 accumulation (the
 // tuned space) and fp16 accumulation (a smaller space: correct and reasonably fast, not a
 // performance target); the sm_80 and decode ones take the accumulation and its name first.
@@ -85,6 +90,7 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SM80_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SM80, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SMALLK_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SMALLK, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_WHOLEK_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_WHOLEK, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_T_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_NW_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_T_NW_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY_T_NW, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
@@ -95,6 +101,7 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SM80_BF16(...) KF_BOTH_LAYOUTS(KF_SM80, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SKINNY_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SMALLK_BF16(...) KF_BOTH_LAYOUTS(KF_SMALLK, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_WHOLEK_BF16(...) KF_BOTH_LAYOUTS(KF_WHOLEK, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SKINNY_T_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY_T, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SKINNY_NW_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 

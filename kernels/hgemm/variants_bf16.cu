@@ -52,6 +52,11 @@ const KernelVariant kVariantsBf16[] = {
     // Small K: as the fp16 table's.
     KF_SMALLK_BF16(128, 128, 8, 256)
     KF_SMALLK_BF16(128, 32, 8, 256)
+    KF_WHOLEK_BF16(32, 32, 256)
+    KF_WHOLEK_BF16(8, 64, 256)
+    KF_WHOLEK_BF16(16, 64, 256)
+    KF_WHOLEK_BF16(64, 8, 256)
+    KF_WHOLEK_BF16(64, 16, 256)
 };
 
 }  // namespace

@@ -56,6 +56,17 @@ const KernelVariant kVariantsSmall[] = {
     KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 128, 32, 8, 256)
     KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 128, 128, 8, 256)
     KF_SMALLK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 128, 32, 8, 256)
+    // Small K up to 256 with the whole K of a tile in shared memory (smallk_gemm.cuh WholeK), for
+    // tiny problems whose rows are not 16-byte multiples: square, decode-like (few rows) and
+    // narrow (few columns) tiles. Last, so that the outer products keep their ties at K <= 8.
+    KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 32, 256)
+    KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 8, 64, 256)
+    KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 16, 64, 256)
+    KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 64, 8, 256)
+    KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 64, 16, 256)
+    KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 32, 32, 256)
+    KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 8, 64, 256)
+    KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 64, 8, 256)
 };
 
 }  // namespace

@@ -110,10 +110,11 @@ TEST_F(GpuTest, PaddedVariantsStoreUnalignedRowsCorrectly) {
   verify_unaligned_rows([](const kernels::KernelVariant& v) { return v.config.pad; }, 43, "padded");
 }
 
-// The small-K family (K <= 8, smallk_gemm.cuh) on a sweep: every K from 1 to its max_k, M and N
-// of one element, under and over a tile (128 x 128 or 128 x 32), odd, and a shape of many tiles;
-// fp16 and bf16, both layouts and accumulations; then A, B and C at odd element offsets (2-byte aligned only),
-// the elements around C keeping their poison.
+// The small-K family (smallk_gemm.cuh) on a sweep: the outer products (K <= 8) at every K from 1
+// to 8, the whole-K variants (K <= 256) at K of 1 to 256 (odd, under and over a float4 and a fill
+// group, and both ends); M and N of one element, under and over a tile, odd, and a shape of many
+// tiles; fp16 and bf16, both layouts and accumulations; then A, B and C at odd element offsets
+// (2-byte aligned only), the elements around C keeping their poison.
 TEST_F(GpuTest, SmallKVariantsPassVerificationOnASweep) {
   Stream s;
   size_t count = 0;
@@ -127,8 +128,13 @@ TEST_F(GpuTest, SmallKVariantsPassVerificationOnASweep) {
     const Layout l = v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN;
     const Acc acc = v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32;
     const Dtype dt = v.dtype == KFORGE_HGEMM_BF16 ? Dtype::kBF16 : Dtype::kF16;
+    std::vector<int64_t> ks;
+    if (v.config.whole_k)
+      ks = {1, 3, 8, 9, 12, 16, 27, 31, 64, 100, 127, 161, 200, 255, v.config.max_k};
+    else
+      for (int64_t k = 1; k <= v.config.max_k; ++k) ks.push_back(k);
     for (const Shape& base : mn)
-      for (int64_t k = 1; k <= v.config.max_k; ++k) {
+      for (const int64_t k : ks) {
         const HgemmProblem p{{base.m, base.n, k}, l, acc, dt};
         const kforge_hgemm_problem abi = p.abi();
         ASSERT_TRUE(v.supports(&abi)) << v.name << " " << p.shape.str();
@@ -141,7 +147,9 @@ TEST_F(GpuTest, SmallKVariantsPassVerificationOnASweep) {
     const kforge_hgemm_problem over{64, 64, v.config.max_k + 1, v.layout, v.acc, v.dtype};
     EXPECT_FALSE(v.supports(&over)) << v.name << " takes K = " << over.k;
     if (!fp16_variant(v)) continue;
-    for (const Shape& sh : {Shape{97, 1001, 3}, Shape{130, 66, 8}, Shape{1, 257, 1}}) {
+    const std::vector<Shape> odd = v.config.whole_k ? std::vector<Shape>{{97, 1001, 37}, {130, 66, 200}, {1, 257, 11}}
+                                                    : std::vector<Shape>{{97, 1001, 3}, {130, 66, 8}, {1, 257, 1}};
+    for (const Shape& sh : odd) {
       const size_t na = size_t(sh.m * sh.k), nb = size_t(sh.k * sh.n), nc = size_t(sh.m * sh.n);
       DeviceBuffer a((na + 1) * 2), b((nb + 1) * 2), c((nc + 2) * 2);
       fill_random(a.as<__half>() + 1, na, Dist::kUniform, 5, s.get());

@@ -304,12 +304,17 @@ TEST(HgemmKernels, OffTableShapesTakeTheirNearestTunedNeighbours) {
   ASSERT_NE(x.unaligned, nullptr);
   EXPECT_NE(x.unaligned->config.family, kernels::Family::kSm90);
   // A large unaligned shape: the 8192^3 winner's twin; a tiny one with almost nothing to load
-  // (K = 3, past the small-K family's K <= 8): the copies' launches would cost more than the GEMM,
-  // and the best variant without TMA (which the twin competes with) wins.
+  // (K = 11, past the outer products' K <= 8): the small-K family's whole-K variants (the twin's
+  // copies would cost more launches than the GEMM, the sm_80 family a memory latency per K tile).
   EXPECT_EQ(pick(8000, 8000, 8190).variant, kernels::padded_twin(*kernels::find_variant(b)));
   x = pick(89, 55, 11);
+  EXPECT_EQ(x.how, kernels::Choice::How::kSmallK);
+  EXPECT_TRUE(x.variant->config.whole_k) << x.variant->name;
+  EXPECT_EQ(x.unaligned, x.variant);  // any 2-byte aligned pointers
+  // Past the whole-K variants' K (256): the neighbours' padded twin or the best variant without TMA.
+  x = pick(89, 55, 261);
   EXPECT_EQ(x.how, kernels::Choice::How::kNeighbour);
-  EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80) << x.variant->name;
+  EXPECT_NE(x.variant->config.family, kernels::Family::kSmallK) << x.variant->name;
   x = pick(89, 55, 1);  // K <= 8: the small-K family's
   EXPECT_EQ(x.how, kernels::Choice::How::kSmallK);
   EXPECT_EQ(x.variant->config.family, kernels::Family::kSmallK) << x.variant->name;
@@ -595,7 +600,7 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
 // neighbours, decode shapes included. Aligned rows (K = 8, N % 8 == 0), FMA-bound problems and
 // K = 9 are the other families'.
 TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
-  ASSERT_EQ(kernels::small_k_limit(), 8);
+  ASSERT_EQ(kernels::small_k_limit(), 256);  // the whole-K variants; the outer products serve K <= 8
   const char* wide = "sm90_tn_f32_64x64_s6_c1_k1_g0_false";
   const kernels::DispatchEntry table[] = {{64, 4096, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, wide},
                                           {403, 7053, 4, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32,
@@ -620,6 +625,7 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
             continue;
           }
           EXPECT_EQ(c.variant->config.family, kernels::Family::kSmallK) << what << ": " << c.variant->name;
+          EXPECT_FALSE(c.variant->config.whole_k) << what << ": " << c.variant->name;  // K <= 8: the outer products
           EXPECT_EQ(c.how, kernels::Choice::How::kSmallK) << what;
           EXPECT_EQ(c.unaligned, c.variant) << what;  // any 2-byte aligned pointers
           EXPECT_EQ(c.workspace, 0u) << what;
@@ -631,7 +637,28 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
         EXPECT_EQ(narrow.variant->config.bn, 32) << narrow.variant->name;
       }
     // (8192x8192x7: FMA-bound on the H200's 4.5 TB/s; on the A100's 1.8 TB/s its stores weigh as much.)
-    for (auto [m, n, k] : {Mnk{2560, 2024, 8}, {64, 4096, 8}, {168, 56, 8}, {8192, 8192, 7}, {64, 4096, 9}, {1, 1, 9}}) {
+    // K from 9 to 256 with unaligned rows, tiny: the whole-K variants (the off-grid set's worst
+    // shapes on the H200 before them, 814x28x12 and 3x10507x161 among them), on tiles that fit the
+    // problem's narrow side.
+    for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
+      for (auto [m, n, k] : {Mnk{64, 4096, 9}, {1, 1, 9}, {814, 28, 12}, {3, 10507, 161}, {382, 387, 100},
+                             {11784, 4, 26}, {234, 110, 95}, {4213, 15, 31}, {4, 28, 33}, {1, 1, 256}}) {
+        const kforge_hgemm_problem p = prob(m, n, k, l);
+        const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+        EXPECT_TRUE(kernels::small_k_regime(p, d)) << what;
+        const kernels::Choice c = disp.resolve(p, d, -1);
+        ASSERT_NE(c.variant, nullptr) << what;
+        EXPECT_EQ(c.how, kernels::Choice::How::kSmallK) << what;
+        EXPECT_TRUE(c.variant->config.whole_k) << what << ": " << c.variant->name;
+        EXPECT_EQ(c.unaligned, c.variant) << what;
+        EXPECT_EQ(c.workspace, 0u) << what;
+        if (m <= 8 && n >= 256) EXPECT_LE(c.variant->config.bm, 16) << what << ": " << c.variant->name;
+        if (n <= 8 && m >= 256) EXPECT_LE(c.variant->config.bn, 16) << what << ": " << c.variant->name;
+      }
+    // Aligned rows, FMA-bound outer products, and unaligned ones too large or too deep for the
+    // whole-K variants: other families.
+    for (auto [m, n, k] : {Mnk{2560, 2024, 8}, {64, 4096, 8}, {168, 56, 8}, {8192, 8192, 7}, {64, 4096, 16},
+                           {4095, 4097, 200}, {1, 1, 257}, {1000, 1001, 1003}}) {
       const kforge_hgemm_problem p = prob(m, n, k);
       const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
       if (cc == 80 && k == 7) continue;
