@@ -23,6 +23,9 @@ struct DeviceModel {
   // The flat 5 us split-K charge on decode tiles too, as before the nineteenth session's refit
   // (the dispatcher sets it under KFORGE_HGEMM_SPLIT_TWINS=0, for A/B measurements).
   bool flat_split_charge = false;
+  // The small-K family's whole-K variants may serve K past the outer products' 8 (the dispatcher
+  // sets it under KFORGE_HGEMM_WHOLEK=1: off by default until they are measured on a GPU).
+  bool whole_k = false;
 };
 
 // Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper

@@ -96,7 +96,7 @@ int64_t small_k_limit() {
 
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
 bool whole_k_enabled() {
-  static const bool on = !env_is("KFORGE_HGEMM_WHOLEK", "0");
+  static const bool on = env_is("KFORGE_HGEMM_WHOLEK", "1");
   return on;
 }
 
@@ -116,7 +116,7 @@ int64_t outer_k_limit() {
 
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d) {
   if (p.k > small_k_limit() || (p.k % 8 == 0 && p.n % 8 == 0)) return false;
-  const bool whole = p.k > outer_k_limit() && whole_k_enabled();
+  const bool whole = p.k > outer_k_limit() && d.whole_k;
   const double bound = std::max(2.0 * smallk_store_us(p.m, p.n, p.k, d), kSmallKTinyFmaUs);
   size_t count = 0;
   const KernelVariant* all = variants(&count);
@@ -187,7 +187,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     if (smallk && v.config.max_k == 0) continue;
     // The whole-K variants only in the small-K regime past the outer products' K (not yet
     // measured elsewhere).
-    if (v.config.whole_k && (!smallk || !whole_k_enabled() || p.k <= outer_k_limit())) continue;
+    if (v.config.whole_k && (!smallk || !d.whole_k || p.k <= outer_k_limit())) continue;
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
@@ -399,6 +399,7 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& device, int dev) const {
   DeviceModel d = device;
   if (!neighbour_split_twins()) d.flat_split_charge = true;
+  if (whole_k_enabled()) d.whole_k = true;
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
@@ -420,22 +421,23 @@ Choice Dispatcher::resolve_cached(const kforge_hgemm_problem& p, const DeviceMod
     uint64_t id;
     int64_t m, n, k;
     int layout, acc, dtype, sms, cc, dev;
+    bool whole_k;
     bool operator==(const Key& o) const {
       return id == o.id && m == o.m && n == o.n && k == o.k && layout == o.layout && acc == o.acc && dtype == o.dtype && sms == o.sms &&
-             cc == o.cc && dev == o.dev;
+             cc == o.cc && dev == o.dev && whole_k == o.whole_k;
     }
   };
   struct KeyHash {
     size_t operator()(const Key& k) const {
       uint64_t h = k.id;
       for (uint64_t v : {uint64_t(k.m), uint64_t(k.n), uint64_t(k.k), uint64_t(k.layout) << 16 | uint64_t(k.acc) << 8 | uint64_t(k.dtype),
-                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev))})
+                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev)) << 1 | uint64_t(k.whole_k)})
         h = mix(h, v);
       return size_t(h);
     }
   };
   thread_local std::unordered_map<Key, Choice, KeyHash> memo;
-  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), d.sms, d.cc, dev};
+  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), d.sms, d.cc, dev, d.whole_k};
   const auto it = memo.find(key);
   if (it != memo.end()) return it->second;
   const Choice c = resolve(p, d, dev);

@@ -101,7 +101,9 @@ inline constexpr double kSmallKTinyFmaUs = 1.25;
 // products take at most kWholeKFmaUs by the model (wholek_fma_us): tiny problems, whose time on the
 // tensor-core families is one memory latency per K tile of guarded loads, or two extra launches
 // re-pitching the operands (814x28x12 5.3 us, 382x387x100 7.8 on the H200, cuBLASLt 2.0 and 3.9).
-// KFORGE_HGEMM_WHOLEK=0 leaves them out of the dispatcher (for A/B measurements).
+// Only where DeviceModel::whole_k is set: resolve() sets it under KFORGE_HGEMM_WHOLEK=1, off by
+// default until the variants are measured on a GPU (written in the twentieth session, when no GPU
+// was left to run them).
 inline constexpr double kWholeKFmaUs = 2.5;
 bool whole_k_enabled();
 int64_t small_k_limit();

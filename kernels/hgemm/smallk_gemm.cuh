@@ -1,4 +1,5 @@
 // kforge's small-K HGEMM kernel family: C[M,N] = A[M,K] * B for K <= KMAX (8), on the CUDA cores.
+// (The family's whole-K variants, for K up to 256, are the second kernel of this file: WholeK.)
 //
 // Why a family of its own: with K this small a GEMM is an outer product whose cost is writing C
 // (2 x M x N bytes) and launching. The tensor-core families pad K to a whole K tile (64 deep for

@@ -304,15 +304,21 @@ TEST(HgemmKernels, OffTableShapesTakeTheirNearestTunedNeighbours) {
   ASSERT_NE(x.unaligned, nullptr);
   EXPECT_NE(x.unaligned->config.family, kernels::Family::kSm90);
   // A large unaligned shape: the 8192^3 winner's twin; a tiny one with almost nothing to load
-  // (K = 11, past the outer products' K <= 8): the small-K family's whole-K variants (the twin's
-  // copies would cost more launches than the GEMM, the sm_80 family a memory latency per K tile).
+  // (K = 11, past the outer products' K <= 8): the copies' launches would cost more than the GEMM,
+  // and the best variant without TMA (which the twin competes with) wins; with the whole-K
+  // variants on (DeviceModel::whole_k, KFORGE_HGEMM_WHOLEK=1), theirs.
   EXPECT_EQ(pick(8000, 8000, 8190).variant, kernels::padded_twin(*kernels::find_variant(b)));
   x = pick(89, 55, 11);
+  EXPECT_EQ(x.how, kernels::Choice::How::kNeighbour);
+  EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80) << x.variant->name;
+  kernels::DeviceModel hw = h;
+  hw.whole_k = true;
+  x = disp.resolve(prob(89, 55, 11), hw, -1);
   EXPECT_EQ(x.how, kernels::Choice::How::kSmallK);
   EXPECT_TRUE(x.variant->config.whole_k) << x.variant->name;
   EXPECT_EQ(x.unaligned, x.variant);  // any 2-byte aligned pointers
   // Past the whole-K variants' K (256): the neighbours' padded twin or the best variant without TMA.
-  x = pick(89, 55, 261);
+  x = disp.resolve(prob(89, 55, 261), hw, -1);
   EXPECT_EQ(x.how, kernels::Choice::How::kNeighbour);
   EXPECT_NE(x.variant->config.family, kernels::Family::kSmallK) << x.variant->name;
   x = pick(89, 55, 1);  // K <= 8: the small-K family's
@@ -626,6 +632,9 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
           }
           EXPECT_EQ(c.variant->config.family, kernels::Family::kSmallK) << what << ": " << c.variant->name;
           EXPECT_FALSE(c.variant->config.whole_k) << what << ": " << c.variant->name;  // K <= 8: the outer products
+          kernels::DeviceModel dw = d;
+          dw.whole_k = true;  // also with the whole-K variants on
+          EXPECT_EQ(disp.resolve(p, dw, -1).variant, c.variant) << what;
           EXPECT_EQ(c.how, kernels::Choice::How::kSmallK) << what;
           EXPECT_EQ(c.unaligned, c.variant) << what;  // any 2-byte aligned pointers
           EXPECT_EQ(c.workspace, 0u) << what;
@@ -637,16 +646,23 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
         EXPECT_EQ(narrow.variant->config.bn, 32) << narrow.variant->name;
       }
     // (8192x8192x7: FMA-bound on the H200's 4.5 TB/s; on the A100's 1.8 TB/s its stores weigh as much.)
-    // K from 9 to 256 with unaligned rows, tiny: the whole-K variants (the off-grid set's worst
-    // shapes on the H200 before them, 814x28x12 and 3x10507x161 among them), on tiles that fit the
-    // problem's narrow side.
+    // K from 9 to 256 with unaligned rows, tiny: with DeviceModel::whole_k (KFORGE_HGEMM_WHOLEK=1)
+    // the whole-K variants (the off-grid set's worst shapes on the H200 before them, 814x28x12 and
+    // 3x10507x161 among them), on tiles that fit the problem's narrow side; without it (the
+    // default until they are measured on a GPU), not the small-K family.
+    kernels::DeviceModel dw = d;
+    dw.whole_k = true;
     for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
       for (auto [m, n, k] : {Mnk{64, 4096, 9}, {1, 1, 9}, {814, 28, 12}, {3, 10507, 161}, {382, 387, 100},
                              {11784, 4, 26}, {234, 110, 95}, {4213, 15, 31}, {4, 28, 33}, {1, 1, 256}}) {
         const kforge_hgemm_problem p = prob(m, n, k, l);
         const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
-        EXPECT_TRUE(kernels::small_k_regime(p, d)) << what;
-        const kernels::Choice c = disp.resolve(p, d, -1);
+        EXPECT_FALSE(kernels::small_k_regime(p, d)) << what;
+        const kernels::Choice off = disp.resolve(p, d, -1);
+        ASSERT_NE(off.variant, nullptr) << what;
+        EXPECT_NE(off.variant->config.family, kernels::Family::kSmallK) << what << ": " << off.variant->name;
+        EXPECT_TRUE(kernels::small_k_regime(p, dw)) << what;
+        const kernels::Choice c = disp.resolve(p, dw, -1);
         ASSERT_NE(c.variant, nullptr) << what;
         EXPECT_EQ(c.how, kernels::Choice::How::kSmallK) << what;
         EXPECT_TRUE(c.variant->config.whole_k) << what << ": " << c.variant->name;
@@ -663,6 +679,10 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
       const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
       if (cc == 80 && k == 7) continue;
       EXPECT_FALSE(kernels::small_k_regime(p, d)) << what;
+      EXPECT_FALSE(kernels::small_k_regime(p, dw)) << what;
+      const kernels::Choice on = disp.resolve(p, dw, -1);
+      ASSERT_NE(on.variant, nullptr) << what;
+      EXPECT_FALSE(on.variant->config.whole_k) << what << ": " << on.variant->name;
       const kernels::Choice other = disp.resolve(p, d, -1);
       ASSERT_NE(other.variant, nullptr) << what;
       EXPECT_NE(other.variant->config.family, kernels::Family::kSmallK) << what << ": " << other.variant->name;
