@@ -752,6 +752,18 @@ TEST(HgemmKernels, TunerMeasuresEveryFamilysBestPredicted) {
       EXPECT_LE(predicted_us(*picked[i - 1], sh, dev, ceil), predicted_us(*picked[i], sh, dev, ceil)) << sh.str();
   }
   EXPECT_GT(runnable_variants(HgemmProblem{Shape{8, 4096, 4096}, Layout::kTN, Acc::kF32}, dev, ceil, 0).size(), 8u);
+  // The small-K family's whole-K variants serve any K <= 256 but are measured only where the
+  // dispatcher would send them: tiny problems with unaligned rows.
+  auto whole_k = [&](Shape sh, int budget) {
+    int n = 0;
+    for (const auto* v : runnable_variants(HgemmProblem{sh, Layout::kTN, Acc::kF32}, dev, ceil, budget)) n += v->config.whole_k;
+    return n;
+  };
+  EXPECT_EQ(whole_k(Shape{64, 64, 64}, 0), 0);
+  EXPECT_EQ(whole_k(Shape{4096, 4096, 128}, 0), 0);
+  EXPECT_EQ(whole_k(Shape{4095, 4097, 200}, 0), 0);
+  EXPECT_GE(whole_k(Shape{814, 28, 12}, 8), 2);
+  EXPECT_GE(whole_k(Shape{3, 10507, 161}, 8), 2);
 }
 
 TEST(HgemmKernels, VariantsFingerprintNamesThisBuildsSet) {
