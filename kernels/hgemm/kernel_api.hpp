@@ -53,6 +53,26 @@ inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
          a.max_n == b.max_n && a.warps_n == b.warps_n && a.max_k == b.max_k && a.whole_k == b.whole_k;
 }
 
+#if defined(__CUDACC__)
+#define KFORGE_HD __host__ __device__
+#else
+#define KFORGE_HD
+#endif
+
+// The small-K family's whole-K variants (smallk_gemm.cuh), host-visible so that the CPU tests
+// check them. Row pitch (in floats) of a tile row holding K values: K rounded up to an odd number
+// of float4s (8 lanes reading 8 consecutive rows as float4s hit 8 distinct bank groups).
+KFORGE_HD constexpr int wholek_pitch(int k) { return 4 * (((k + 3) / 4) | 1); }
+
+// i / d for 0 <= i < 2^20 and 1 <= d <= 2^16, from a float reciprocal inv_d ~ 1 / d (within a few
+// ulps), corrected to exact: the estimate is within 1 of the quotient, one step fixes it.
+KFORGE_HD inline int div_small(int i, int d, float inv_d) {
+  int q = int((float(i) + 0.5f) * inv_d);
+  if (q * d > i) --q;
+  else if ((q + 1) * d <= i) ++q;
+  return q;
+}
+
 // Whether environment variable `name` is set to exactly `value`. The kernels' A/B switches
 // (KFORGE_HGEMM_DECODE_SPLITS, _EDGE, _PDL, _NN_CALIBRATE) read it once each, into a static.
 inline bool env_is(const char* name, const char* value) {

@@ -235,19 +235,8 @@ struct Gemm {
 // Deterministic (no atomics, fixed order): bit-identical from run to run.
 namespace detail {
 
-// Row pitch (in floats) of a whole-K tile row: K rounded up to an odd number of float4s.
-__host__ __device__ constexpr int wholek_pitch(int k) { return 4 * (((k + 3) / 4) | 1); }
-
 // Loads per thread issued before the first of them is stored (one memory latency per group).
 inline constexpr int kFillGroup = 32;
-
-// i / d for 0 <= i < 2^20 and 1 <= d <= 2^16, from a float reciprocal, corrected to exact.
-__device__ __forceinline__ int div_small(int i, int d, float inv_d) {
-  int q = int((float(i) + 0.5f) * inv_d);
-  if (q * d > i) --q;
-  else if ((q + 1) * d <= i) ++q;
-  return q;
-}
 
 template <int BM, int BN, int KMAX, kforge_hgemm_layout L, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(BM * BN / 4)
@@ -359,7 +348,7 @@ template <int BM, int BN, int KMAX, kforge_hgemm_layout L, kforge_hgemm_acc ACC,
 struct WholeK {
   static constexpr kforge_hgemm_dtype kDtype = DT;
   static constexpr int kThreads = BM * BN / 4;
-  static constexpr size_t smem_bytes(int k) { return size_t(BM + BN) * size_t(detail::wholek_pitch(k)) * sizeof(float); }
+  static constexpr size_t smem_bytes(int k) { return size_t(BM + BN) * size_t(wholek_pitch(k)) * sizeof(float); }
   static constexpr size_t kMaxSmemBytes = smem_bytes(KMAX);
 
   static constexpr KernelConfig config() {

@@ -766,6 +766,31 @@ TEST(HgemmKernels, TunerMeasuresEveryFamilysBestPredicted) {
   EXPECT_GE(whole_k(Shape{3, 10507, 161}, 8), 2);
 }
 
+// The whole-K variants' fill arithmetic (kernel_api.hpp): the row pitch, and the division of a
+// fill index by K (or by the tile's columns) through a float reciprocal, exact for every index a
+// tile can have (< (64 + 64) x 256) and beyond, also with a reciprocal a few ulps off.
+TEST(HgemmKernels, WholeKFillArithmeticIsExact) {
+  for (int k = 1; k <= 256; ++k) {
+    const int p = kernels::wholek_pitch(k);
+    EXPECT_GE(p, k);
+    EXPECT_EQ(p % 4, 0) << k;
+    EXPECT_EQ((p / 4) % 2, 1) << k;  // an odd number of float4s
+    EXPECT_LT(p, k + 8) << k;
+  }
+  int64_t checked = 0, wrong = 0;
+  for (int d = 1; d <= 256; ++d) {
+    const float exact = 1.0f / float(d);
+    for (const float inv : {exact, std::nextafter(std::nextafter(exact, 0.0f), 0.0f),
+                            std::nextafter(std::nextafter(exact, 1.0f), 1.0f)})
+      for (int i = 0; i < (1 << 16); ++i, ++checked)
+        if (kernels::div_small(i, d, inv) != i / d) ++wrong;
+  }
+  for (int d : {257, 1000, 4093, 65535, 65536})
+    for (int i = 0; i < (1 << 20); i += 7, ++checked)
+      if (kernels::div_small(i, d, 1.0f / float(d)) != i / d) ++wrong;
+  EXPECT_EQ(wrong, 0) << "of " << checked;
+}
+
 TEST(HgemmKernels, VariantsFingerprintNamesThisBuildsSet) {
   const std::string fp = variants_fingerprint();
   EXPECT_EQ(fp.size(), 16u);
