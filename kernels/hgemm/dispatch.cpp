@@ -71,11 +71,13 @@ bool neighbour_split_twins() {
 bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
 
 // The largest value of a KernelConfig field over every compiled variant (0 without any).
-static int64_t largest_over_variants(int KernelConfig::*field) {
+// The largest `field` over the compiled variants (those `keep` accepts, when given).
+static int64_t largest_over_variants(int KernelConfig::*field, bool (*keep)(const KernelConfig&) = nullptr) {
   size_t count = 0;
   const KernelVariant* all = variants(&count);
   int64_t l = 0;
-  for (size_t i = 0; i < count; ++i) l = std::max<int64_t>(l, all[i].config.*field);
+  for (size_t i = 0; i < count; ++i)
+    if (!keep || keep(all[i].config)) l = std::max<int64_t>(l, all[i].config.*field);
   return l;
 }
 
@@ -103,14 +105,8 @@ bool whole_k_enabled() {
 // The largest K the outer-product variants of the small-K family serve (8): up to it, the whole-K
 // variants stay out (the outer products were measured there, sixteenth session).
 int64_t outer_k_limit() {
-  static const int64_t limit = [] {
-    size_t count = 0;
-    const KernelVariant* all = variants(&count);
-    int64_t l = 0;
-    for (size_t i = 0; i < count; ++i)
-      if (!all[i].config.whole_k) l = std::max<int64_t>(l, all[i].config.max_k);
-    return l;
-  }();
+  static const int64_t limit =
+      largest_over_variants(&KernelConfig::max_k, [](const KernelConfig& c) { return !c.whole_k; });
   return limit;
 }
 

@@ -159,6 +159,38 @@ __global__ void __launch_bounds__(THREADS)
 
 }  // namespace detail
 
+// What both kernels of the family serve: K <= kmax, any M and N, of one layout, accumulation and
+// dtype.
+inline bool serves(const kforge_hgemm_problem* p, kforge_hgemm_layout l, kforge_hgemm_acc acc, kforge_hgemm_dtype dt,
+                   int kmax) {
+  if (p == nullptr || p->layout != l || p->acc != acc || p->dtype != dt) return false;
+  if (p->m < 1 || p->n < 1 || p->k < 1 || p->k > kmax) return false;
+  if (p->m > (int64_t(1) << 40) || p->n > (int64_t(1) << 40)) return false;  // tile counts and M x N fit int64
+  return true;
+}
+
+// Both kernels' launch: one CTA per BM x BN tile of C (grid-striding past 2^31 - 1 CTAs), after
+// the family's checks of the call (pointers given and 2-byte aligned, an sm_80+ device; `ready`
+// may refuse it too, e.g. a shared-memory limit it cannot set). 0, kRunUnsupported or
+// kRunLaunchFailed.
+template <int BM, int BN, typename KernelPtr, typename Ready>
+inline int launch_tiles(KernelPtr kernel, int threads, size_t smem, const kforge_hgemm_args* args, cudaStream_t stream,
+                        Ready ready) {
+  if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
+                  pc = reinterpret_cast<uintptr_t>(args->c);
+  if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even 2-byte aligned
+  const DeviceAttrs d = device_attrs(current_device());
+  if (d.cc < 80) return kRunUnsupported;
+  if (!ready()) return kRunLaunchFailed;
+  const kforge_hgemm_problem& p = args->problem;
+  const int64_t tiles_n = (p.n + BN - 1) / BN, tiles = ((p.m + BM - 1) / BM) * tiles_n;
+  const int64_t grid = tiles < 0x7fffffff ? tiles : 0x7fffffff;  // the kernel grid-strides past it
+  const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
+  return skinny::detail::launch(kernel, dim3(unsigned(grid)), dim3(threads), smem, stream, pdl, args->a, args->b,
+                                static_cast<void*>(args->c), p.m, p.n, int(p.k), tiles_n, tiles);
+}
+
 // The variant. Serves K <= KMAX, any M and N, any 2-byte aligned pointers, of its layout,
 // accumulation and dtype (bf16: fp32 accumulation only); no workspace.
 template <int BM, int BN, int KMAX, int THREADS, kforge_hgemm_layout L, kforge_hgemm_acc ACC,
@@ -178,12 +210,7 @@ struct Gemm {
     return c;
   }
 
-  static bool supports(const kforge_hgemm_problem* p) {
-    if (p == nullptr || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
-    if (p->m < 1 || p->n < 1 || p->k < 1 || p->k > KMAX) return false;
-    if (p->m > (int64_t(1) << 40) || p->n > (int64_t(1) << 40)) return false;  // tile counts and M x N fit int64
-    return true;
-  }
+  static bool supports(const kforge_hgemm_problem* p) { return serves(p, L, ACC, DT, KMAX); }
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
@@ -193,18 +220,7 @@ struct Gemm {
 
   static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
     if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
-    if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
-    const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
-                    pc = reinterpret_cast<uintptr_t>(args->c);
-    if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even 2-byte aligned
-    const DeviceAttrs d = device_attrs(current_device());
-    if (d.cc < 80) return kRunUnsupported;
-    const kforge_hgemm_problem& p = args->problem;
-    const int64_t tiles_n = (p.n + kBn - 1) / kBn, tiles = ((p.m + BM - 1) / BM) * tiles_n;
-    const int64_t grid = tiles < 0x7fffffff ? tiles : 0x7fffffff;  // the kernel grid-strides past it
-    const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
-    return skinny::detail::launch(kernel_ptr(), dim3(unsigned(grid)), dim3(THREADS), 0, stream, pdl, args->a, args->b,
-                                  static_cast<void*>(args->c), p.m, p.n, int(p.k), tiles_n, tiles);
+    return launch_tiles<BM, kBn>(kernel_ptr(), THREADS, 0, args, stream, [] { return true; });
   }
 };
 
@@ -363,12 +379,7 @@ struct WholeK {
     return c;
   }
 
-  static bool supports(const kforge_hgemm_problem* p) {
-    if (p == nullptr || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
-    if (p->m < 1 || p->n < 1 || p->k < 1 || p->k > KMAX) return false;
-    if (p->m > (int64_t(1) << 40) || p->n > (int64_t(1) << 40)) return false;  // tile counts and M x N fit int64
-    return true;
-  }
+  static bool supports(const kforge_hgemm_problem* p) { return serves(p, L, ACC, DT, KMAX); }
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
@@ -382,20 +393,9 @@ struct WholeK {
 
   static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
     if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
-    if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
-    const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
-                    pc = reinterpret_cast<uintptr_t>(args->c);
-    if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even 2-byte aligned
-    const DeviceAttrs d = device_attrs(current_device());
-    if (d.cc < 80) return kRunUnsupported;
     static std::atomic<uint64_t> done{0};
-    if (!ensure_smem_attribute(kernel_ptr(), kMaxSmemBytes, done)) return kRunLaunchFailed;
-    const kforge_hgemm_problem& p = args->problem;
-    const int64_t tiles_n = (p.n + BN - 1) / BN, tiles = ((p.m + BM - 1) / BM) * tiles_n;
-    const int64_t grid = tiles < 0x7fffffff ? tiles : 0x7fffffff;  // the kernel grid-strides past it
-    const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
-    return skinny::detail::launch(kernel_ptr(), dim3(unsigned(grid)), dim3(kThreads), smem_bytes(int(p.k)), stream, pdl,
-                                  args->a, args->b, static_cast<void*>(args->c), p.m, p.n, int(p.k), tiles_n, tiles);
+    return launch_tiles<BM, BN>(kernel_ptr(), kThreads, smem_bytes(int(args->problem.k)), args, stream,
+                                [] { return ensure_smem_attribute(kernel_ptr(), kMaxSmemBytes, done); });
   }
 };
 
