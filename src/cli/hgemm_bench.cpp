@@ -55,6 +55,11 @@ struct BenchOptions {
   double server_rate = 2000;
   int autotune_algos = 100;
   int check_samples = 256;
+  // The runoff (see runoff_contenders): alternatives within noise of an implementation's best timed
+  // again with this many samples (0: no runoff), within this relative margin, at most this many.
+  int runoff_samples = 15;
+  double runoff_margin = 0.03;
+  int runoff_max = 4;
   int table_limit = 40;
   bool recalibrate = false;
   bool ours = false;          // add "ours" to the baselines
@@ -185,6 +190,12 @@ BenchPlan make_plan(const BenchOptions& o) {
   if (o.autotune_algos < 1 || o.autotune_algos > 1000) KF_USAGE_ERROR("--autotune-algos must be between 1 and 1000");
   if (o.check_samples < 2 || o.check_samples > (1 << 24))
     KF_USAGE_ERROR("--check-samples must be between 2 and 16777216 (got %d)", o.check_samples);
+  if (o.runoff_samples < 0 || o.runoff_samples > 1000)
+    KF_USAGE_ERROR("--runoff-samples must be between 0 (no runoff) and 1000 (got %d)", o.runoff_samples);
+  if (!(o.runoff_margin >= 0) || o.runoff_margin > 1)
+    KF_USAGE_ERROR("--runoff-margin must be in [0, 1] (a fraction of the best time; got %g)", o.runoff_margin);
+  if (o.runoff_max < 2 || o.runoff_max > 64)
+    KF_USAGE_ERROR("--runoff-max must be between 2 and 64 (got %d)", o.runoff_max);
   return p;
 }
 
@@ -254,7 +265,8 @@ nlohmann::json options_json(const BenchOptions& o) {
   return {{"shapes", o.shapes}, {"modes", o.modes},     {"layouts", o.layouts},     {"acc", o.acc}, {"dtype", o.dtype},
           {"baselines", o.baselines}, {"cold", o.cold}, {"dist", o.dist},           {"stream", o.stream},       {"seed", o.seed},
           {"samples", o.samples}, {"warmup", o.warmup}, {"batch_us", o.batch_us},   {"server_rate", o.server_rate},
-          {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples}};
+          {"autotune_algos", o.autotune_algos}, {"check_samples", o.check_samples},
+          {"runoff_samples", o.runoff_samples}, {"runoff_margin", o.runoff_margin}, {"runoff_max", o.runoff_max}};
 }
 
 // One call of a variant on one set of operands.
@@ -469,6 +481,38 @@ void run_bench(const BenchOptions& o, const std::string& command) {
           // Every variant of every impl in one interleaved measurement: a slow spell of the host
           // falls on all of them alike, which keeps the ratios between them honest.
           const std::vector<Timing> times = timer.time_interleaved(launches, cfg);
+          // The runoff: where an implementation's fastest alternatives are within noise of each
+          // other, the best of a few samples is partly luck (and a lucky baseline is as unfair as a
+          // lucky candidate). Those contenders of every implementation, and every implementation's
+          // best, are timed again, interleaved, with more samples; each implementation's result is
+          // then its best in the runoff, a measurement that did not select itself.
+          std::vector<Timing> chosen = times;
+          std::vector<bool> eligible(timed.size(), true);
+          int runoff_size = 0;
+          if (o.runoff_samples > 0) {
+            std::vector<size_t> entrants;
+            bool any_close = false;
+            for (size_t ii = 0; ii < impls.size(); ++ii) {
+              std::vector<size_t> mine;
+              std::vector<Summary> sums;
+              for (size_t t = 0; t < timed.size(); ++t)
+                if (timed[t].impl == ii) mine.push_back(t), sums.push_back(times[t].per_call_us);
+              const std::vector<size_t> close = runoff_contenders(sums, o.runoff_margin, size_t(o.runoff_max));
+              any_close = any_close || close.size() > 1;
+              for (size_t c : close) entrants.push_back(mine[c]);
+            }
+            if (any_close) {
+              std::vector<Launch> again;
+              for (size_t t : entrants) again.push_back(launches[t]);
+              TimingConfig rcfg = cfg;
+              rcfg.samples = o.runoff_samples;
+              rcfg.warmup_calls = 0;  // every entrant ran moments ago
+              const std::vector<Timing> second = timer.time_interleaved(again, rcfg);
+              std::fill(eligible.begin(), eligible.end(), false);
+              for (size_t e = 0; e < entrants.size(); ++e) chosen[entrants[e]] = second[e], eligible[entrants[e]] = true;
+              runoff_size = int(entrants.size());
+            }
+          }
           for (size_t ii = 0; ii < impls.size(); ++ii) {
             Measurement m;
             m.shape = sh;
@@ -478,18 +522,23 @@ void run_bench(const BenchOptions& o, const std::string& command) {
             m.mode = std::string(to_string(mode));
             m.impl = impls[ii].name;
             bool have = false;
+            int entered = 0;  // this implementation's alternatives in the runoff
             for (size_t t = 0; t < timed.size(); ++t) {
-              if (timed[t].impl != ii) continue;
-              if (!have || times[t].per_call_us.median < m.time_us.median) {
+              if (timed[t].impl != ii || !eligible[t]) continue;
+              ++entered;
+              if (!have || chosen[t].per_call_us.median < m.time_us.median) {
                 have = true;
-                m.time_us = times[t].per_call_us;
-                m.calls_per_sample = times[t].calls_per_sample;
+                m.time_us = chosen[t].per_call_us;
+                m.calls_per_sample = chosen[t].calls_per_sample;
                 m.algo = impls[ii].variants[timed[t].variant].second;
                 m.verified = timed[t].ok;
               }
             }
             if (m.impl == "lt_auto" || m.impl == "ours_all")
-              m.algo = strf("best of %zu: ", impls[ii].variants.size()) + m.algo;
+              m.algo = (runoff_size > 0 && entered > 1
+                            ? strf("best of %zu, runoff of %d: ", impls[ii].variants.size(), entered)
+                            : strf("best of %zu: ", impls[ii].variants.size())) +
+                       m.algo;
             m.err_ratio = worst_ratio[ii];
             const auto finish = [&](Measurement& r) {
               r.tflops = sh.flops() / r.time_us.median / 1e6;
@@ -698,6 +747,21 @@ void run_variants(const VariantsOptions& o) {
   }
 }
 
+// The runoff's flags, the same for bench and tune.
+void add_runoff_flags(CLI::App* cmd, BenchOptions* o) {
+  cmd->add_option("--runoff-samples", o->runoff_samples,
+                  "the runoff: where an implementation's fastest alternatives (ours_all's kernels, lt_auto's "
+                  "algorithms) are within noise of its best, they and every implementation's best are timed again "
+                  "together with this many samples, and the runoff decides (0: no runoff)")
+      ->capture_default_str();
+  cmd->add_option("--runoff-margin", o->runoff_margin,
+                  "the runoff: an alternative is within noise when its median is within this fraction of the best's, "
+                  "or its p10 at or below the best's p90")
+      ->capture_default_str();
+  cmd->add_option("--runoff-max", o->runoff_max, "the runoff: at most this many alternatives per implementation")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void register_hgemm_bench(CLI::App& hgemm) {
@@ -742,6 +806,7 @@ void register_hgemm_bench(CLI::App& hgemm) {
       ->capture_default_str();
   cmd->add_option("--check-samples", o->check_samples, "output elements checked in fp64 per implementation")
       ->capture_default_str();
+  add_runoff_flags(cmd, o.get());
   cmd->add_option("--table-limit", o->table_limit, "print the per-shape table when shapes x layouts is at most this")
       ->capture_default_str();
   cmd->add_flag("--recalibrate", o->recalibrate, "measure the device ceilings again instead of using the cache");
@@ -801,6 +866,7 @@ void register_hgemm_tune(CLI::App& hgemm) {
   cmd->add_flag("--no-db", o->no_db, "do not record the run in a database")->excludes(db);
   cmd->add_option("--samples", o->samples, "timed samples per measurement")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed for inputs and random order")->capture_default_str();
+  add_runoff_flags(cmd, o.get());
   cmd->add_option("--results", o->outs, "also write every measurement to FILE.csv or FILE.json");
   cmd->add_option("--variants-out", o->variants_out,
                   "also write every timed variant as its own row to FILE.csv (what each candidate measured)");

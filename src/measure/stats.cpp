@@ -50,6 +50,24 @@ Summary summarize(std::vector<double> xs) {
 
 double Summary::rel_spread() const { return (n < 2 || median == 0) ? 0.0 : (p90 - p10) / median; }
 
+std::vector<size_t> runoff_contenders(const std::vector<Summary>& times, double margin, size_t max_contenders) {
+  KF_CHECK(margin >= 0 && std::isfinite(margin), "runoff margin %g is not a finite non-negative number", margin);
+  KF_CHECK(max_contenders >= 1, "a runoff needs room for at least one contender");
+  std::vector<size_t> order;
+  for (size_t i = 0; i < times.size(); ++i)
+    if (times[i].n > 0 && std::isfinite(times[i].median) && times[i].median > 0) order.push_back(i);
+  // By median, ties by index (deterministic).
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return times[a].median < times[b].median; });
+  if (order.empty()) return order;
+  const Summary& best = times[order.front()];
+  std::vector<size_t> out{order.front()};
+  for (size_t j = 1; j < order.size() && out.size() < max_contenders; ++j) {
+    const Summary& t = times[order[j]];
+    if (t.median <= best.median * (1.0 + margin) || t.p10 <= best.p90) out.push_back(order[j]);
+  }
+  return out;
+}
+
 double geomean(const std::vector<double>& xs) {
   if (xs.empty()) return std::numeric_limits<double>::quiet_NaN();
   double acc = 0;

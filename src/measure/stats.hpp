@@ -1,5 +1,6 @@
 // Statistics before verdicts: medians, spreads, geometric means.
 #pragma once
+#include <cstddef>
 #include <vector>
 
 namespace kforge {
@@ -21,5 +22,13 @@ double robust_sd(const std::vector<double>& xs);
 double percentile(std::vector<double> xs, double p);
 // Geometric mean of positive values; NaN on an empty input.
 double geomean(const std::vector<double>& xs);
+
+// The runoff (hgemm bench/tune): which of several timed alternatives of one implementation are
+// within noise of the fastest, by median time. Alternative i is a contender when its median is
+// within `margin` (relative) of the best median, or when its p10 lies at or below the best's p90
+// (the middle 80% of their samples overlap). The best is always the first index; the others
+// follow by median, at most `max_contenders` in all (>= 1). Non-positive or non-finite medians
+// (an alternative that was not timed) never count. Empty input: empty output.
+std::vector<std::size_t> runoff_contenders(const std::vector<Summary>& times, double margin, std::size_t max_contenders);
 
 }  // namespace kforge

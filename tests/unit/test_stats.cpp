@@ -33,6 +33,42 @@ TEST(Stats, MedianAndPercentiles) {
   EXPECT_THROW(summarize({}), Error);
 }
 
+// A summary with the given median and a middle 80% of [p10, p90].
+Summary timed(double median, double p10, double p90) {
+  Summary s;
+  s.n = 5;
+  s.median = median;
+  s.p10 = p10;
+  s.p90 = p90;
+  return s;
+}
+
+TEST(Stats, RunoffContendersAreTheBestAndThoseWithinNoiseOfIt) {
+  // 0: 100 [99, 101]; 1: 102 (within 3%); 2: 104.5 [100.5, 108] (its p10 under the best's p90);
+  // 3: 110 [106, 114] (neither); 4: untimed.
+  const std::vector<Summary> t = {timed(100, 99, 101), timed(102, 101.5, 102.5), timed(104.5, 100.5, 108),
+                                  timed(110, 106, 114), Summary{}};
+  EXPECT_EQ(runoff_contenders(t, 0.03, 8), (std::vector<size_t>{0, 1, 2}));
+  // The cap keeps the closest ones; the best always comes first.
+  EXPECT_EQ(runoff_contenders(t, 0.03, 2), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(runoff_contenders(t, 0.03, 1), (std::vector<size_t>{0}));
+  // A wider margin lets the 10% one in; none at all leaves only the overlapping one.
+  EXPECT_EQ(runoff_contenders(t, 0.10, 8), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(runoff_contenders(t, 0.0, 8), (std::vector<size_t>{0, 2}));
+}
+
+TEST(Stats, RunoffContendersFindTheBestWhereverItIsAndSkipUntimedOnes) {
+  const std::vector<Summary> t = {timed(120, 119, 121), Summary{}, timed(90, 89, 91), timed(91, 90.5, 91.5)};
+  EXPECT_EQ(runoff_contenders(t, 0.02, 8), (std::vector<size_t>{2, 3}));
+  // Ties keep index order.
+  const std::vector<Summary> tie = {timed(50, 49, 51), timed(50, 49, 51)};
+  EXPECT_EQ(runoff_contenders(tie, 0.0, 8), (std::vector<size_t>{0, 1}));
+  EXPECT_TRUE(runoff_contenders({}, 0.03, 4).empty());
+  EXPECT_TRUE(runoff_contenders({Summary{}}, 0.03, 4).empty());
+  EXPECT_THROW(runoff_contenders(t, -0.1, 4), Error);
+  EXPECT_THROW(runoff_contenders(t, 0.03, 0), Error);
+}
+
 TEST(Stats, GeometricMean) {
   EXPECT_NEAR(geomean({1, 4}), 2, 1e-12);
   EXPECT_NEAR(geomean({2, 2, 2}), 2, 1e-12);
