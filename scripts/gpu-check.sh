@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent H200 (or any CUDA machine): build, run every test, and run the benchmarks, in stages.
-#   scripts/gpu-check.sh [build] [test] [kernels] [offgrid-kernels] [gaps] [pdl] [repeat] [serve] [serve-trl] [tune] [ours] [bf16] [grid] [grid2] [subset] [compare]
+#   scripts/gpu-check.sh [build] [test] [kernels] [offgrid-kernels] [streamk] [gaps] [pdl] [repeat] [serve] [serve-trl] [tune] [ours] [bf16] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
 #   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv)
@@ -23,6 +23,14 @@
 #           small-K family on a sweep of K 1..8, the dispatcher's odd shapes, resident CTAs (~30-60 s; ctest-offgrid-kernels.log); then, unless
 #           OFFGRID_KERNELS_BENCH=0, every variant vs cuBLASLt on 8 decode and unaligned shapes
 #           (offgrid-kernels-variants.csv, ~40 s)
+#   streamk the stream-K variants (issue 18, twenty-first session; off the default dispatch until
+#           measured): GpuTest.StreamK* first (every stream-K variant checked element by element on
+#           shapes that take every path of its plan, back to back, in a replayed graph, chained, and
+#           bit for bit twice; ctest-streamk.log, ~30-60 s), then, unless STREAMK_BENCH=0, every
+#           variant vs cuBLASLt auto-tuned on mid-size shapes whose last round is partly empty (graph
+#           mode, tn; STREAMK_SHAPES overrides them): streamk.csv and streamk-variants.csv, where each
+#           _sk variant stands beside its persistent twin (_true). The dispatcher's A/B is the
+#           offgrid stage run twice, with KFORGE_HGEMM_STREAMK=1 and without
 #   offgrid-probe  issue 18's open questions measured on a few probe shapes, graph mode, tn, every
 #           variant (~10 s): M from 192 to 384 at 3072 x 8192, the same tile grid for M = 129..256
 #           (the last M tile's out-of-bounds rows cost ~3 ns each per TMA box: fixed by shifting the
@@ -297,6 +305,16 @@ if has offgrid-kernels; then
     timeout 120 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
       --shapes 8x8192x8192,7x12288x4096,24x24576x1536,1x4096x4096,16x3072x3072,4095x4097x4093,1000x1001x1003,1536x1536x1530 \
       --out "$out/offgrid-kernels.csv" --variants-out "$out/offgrid-kernels-variants.csv" 2>&1 | tail -24 || true
+  fi
+fi
+if has streamk; then
+  echo "== stream-K: GPU correctness, then every variant on mid-size shapes with a partly empty last round"
+  timeout 240 ctest --test-dir "$build" --output-on-failure -R "StreamK" 2>&1 |
+    tee "$out/ctest-streamk.log" | grep -E "full checks|Passed|Failed|SKIPPED|tests passed|Expected|Which is|\*\*\*|differ" | head -40 || true
+  if [ "${STREAMK_BENCH:-1}" != 0 ]; then
+    timeout 240 $kf hgemm bench --baselines ours_all,lt_auto --no-db --mode graph --layouts tn --samples 5 \
+      --shapes "${STREAMK_SHAPES:-463x5120x5120,480x9216x3072,512x5120x3072,256x5120x13824,122x10240x8192,2042x5120x5120,3072x3072x3072,1024x10240x8192}" \
+      --out "$out/streamk.csv" --variants-out "$out/streamk-variants.csv" 2>&1 | tail -30 || true
   fi
 fi
 if has threads; then

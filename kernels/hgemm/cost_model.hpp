@@ -26,6 +26,9 @@ struct DeviceModel {
   // The small-K family's whole-K variants may serve K past the outer products' 8 (the dispatcher
   // sets it under KFORGE_HGEMM_WHOLEK=1: off by default until they are measured on a GPU).
   bool whole_k = false;
+  // The stream-K variants may be chosen off the table (the dispatcher sets it under
+  // KFORGE_HGEMM_STREAMK=1: off by default until they are measured on a GPU).
+  bool stream_k = false;
 };
 
 // Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper
@@ -233,7 +236,21 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // entries whose winners' tiles are fewer than the SMs (313, issue 18): the model picks split or
   // not as the tune did on 300 (246 with 5 us) and the winner's very split count on 224 (168).
   // Elsewhere the 5 us still agrees best with the table (1100 of 1136 such entries; unchanged).
-  const double main_us = std::max(waves * sharing * tile_us, mem_us);
+  double main_us = std::max(waves * sharing * tile_us, mem_us);
+  // Stream-K (stream_k_plan): every CTA (at most one per SM) computes its data-parallel tiles and an
+  // equal share of the rest's K loops, so the rounds are fractional; each tile cut in pieces costs
+  // its contributors a partial (BM x BN floats) written and its owner the same read back, through L2
+  // at ~100 GB/s per SM, and a pipeline refill (~1 us) per piece. Not yet measured: a prediction.
+  if (c.stream_k && c.family == Family::kSm90) {
+    const int64_t tiles = int64_t(std::ceil(double(m) / c.bm) * std::ceil(double(n) / c.bn));
+    const StreamKPlan plan = stream_k_plan(tiles, int((k + 63) / 64), int(sms), kStreamKMinIters);
+    if (plan.grid > 0) {
+      const double rounds = double(plan.dp_tiles / plan.grid) + double(plan.sk_iters) / (double(plan.grid) * plan.k_tiles);
+      const bool cut = plan.sk_iters % plan.grid != 0 || (plan.sk_iters / plan.grid) % plan.k_tiles != 0;
+      const double fixup_us = cut ? 2.0 * double(c.bm) * c.bn * 4.0 / 1e5 + 1.0 : 0.0;
+      main_us = std::max(rounds * tile_us + fixup_us, mem_us);
+    }
+  }
   const double reduce_us = c.splitk <= 1   ? 0.0
                            : 2 * m < c.bm && !d.flat_split_charge ? 0.5 * (c.splitk - 1) + 0.02 * main_us
                                           : 5.0;

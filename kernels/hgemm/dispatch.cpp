@@ -32,7 +32,8 @@ constexpr size_t kMaxVariants = 512;
 bool split_twin(const KernelConfig& c, const KernelConfig& t) {
   return c.family == Family::kSm90 && t.family == Family::kSm90 && t.splitk > c.splitk && c.bm == t.bm && c.bn == t.bn &&
          c.bk == t.bk && c.consumers == t.consumers && c.persistent == t.persistent && c.pingpong == t.pingpong &&
-         c.multicast == t.multicast && c.pad == t.pad && !c.splitk_auto && !t.splitk_auto && c.max_m == t.max_m &&
+         c.multicast == t.multicast && c.pad == t.pad && c.stream_k == t.stream_k && !c.splitk_auto && !t.splitk_auto &&
+         c.max_m == t.max_m &&
          c.max_n == t.max_n && c.warps_n == t.warps_n && c.max_k == t.max_k;
 }
 
@@ -99,6 +100,10 @@ int64_t small_k_limit() {
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
 bool whole_k_enabled() {
   static const bool on = env_is("KFORGE_HGEMM_WHOLEK", "1");
+  return on;
+}
+bool stream_k_enabled() {
+  static const bool on = env_is("KFORGE_HGEMM_STREAMK", "1");
   return on;
 }
 
@@ -184,6 +189,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     // The whole-K variants only in the small-K regime past the outer products' K (not yet
     // measured elsewhere).
     if (v.config.whole_k && (!smallk || !d.whole_k || p.k <= outer_k_limit())) continue;
+    if (v.config.stream_k && !d.stream_k) continue;  // not yet measured (DeviceModel::stream_k)
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
@@ -358,6 +364,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
     for (size_t i = 0; i < count; ++i) {
       const KernelVariant& v = all[i];
       if (v.config.family != Family::kSm90 || v.config.splitk != 1 || v.config.pad) continue;
+      if (v.config.stream_k && !d.stream_k) continue;  // not yet measured (DeviceModel::stream_k)
       if (v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype || !v.supports(&p)) continue;
       if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == &v; }) != proposals.end())
         continue;
@@ -396,6 +403,7 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   DeviceModel d = device;
   if (!neighbour_split_twins()) d.flat_split_charge = true;
   if (whole_k_enabled()) d.whole_k = true;
+  if (stream_k_enabled()) d.stream_k = true;
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
@@ -417,23 +425,23 @@ Choice Dispatcher::resolve_cached(const kforge_hgemm_problem& p, const DeviceMod
     uint64_t id;
     int64_t m, n, k;
     int layout, acc, dtype, sms, cc, dev;
-    bool whole_k;
+    bool whole_k, stream_k;
     bool operator==(const Key& o) const {
       return id == o.id && m == o.m && n == o.n && k == o.k && layout == o.layout && acc == o.acc && dtype == o.dtype && sms == o.sms &&
-             cc == o.cc && dev == o.dev && whole_k == o.whole_k;
+             cc == o.cc && dev == o.dev && whole_k == o.whole_k && stream_k == o.stream_k;
     }
   };
   struct KeyHash {
     size_t operator()(const Key& k) const {
       uint64_t h = k.id;
       for (uint64_t v : {uint64_t(k.m), uint64_t(k.n), uint64_t(k.k), uint64_t(k.layout) << 16 | uint64_t(k.acc) << 8 | uint64_t(k.dtype),
-                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev)) << 1 | uint64_t(k.whole_k)})
+                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev)) << 2 | uint64_t(k.whole_k) << 1 | uint64_t(k.stream_k)})
         h = mix(h, v);
       return size_t(h);
     }
   };
   thread_local std::unordered_map<Key, Choice, KeyHash> memo;
-  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), d.sms, d.cc, dev, d.whole_k};
+  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), d.sms, d.cc, dev, d.whole_k, d.stream_k};
   const auto it = memo.find(key);
   if (it != memo.end()) return it->second;
   const Choice c = resolve(p, d, dev);

@@ -43,6 +43,7 @@ struct KernelConfig {
   int warps_n = 1;             // skinny: warp groups along N (the others split K)
   int max_k = 0;               // small-K: the largest K served (0: any K)
   bool whole_k = false;        // small-K: the whole K of a tile in shared memory, dot products (smallk_gemm.cuh WholeK)
+  bool stream_k = false;       // sm90: persistent stream-K (stream_k_plan): the last rounds' K loops shared evenly by every CTA
 };
 
 // Whether two configurations are the same kernel but for `pad` (a plain variant and its padded twin).
@@ -50,7 +51,8 @@ inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
   return a.family == b.family && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.stages == b.stages &&
          a.consumers == b.consumers && a.splitk == b.splitk && a.group_m == b.group_m && a.persistent == b.persistent &&
          a.pingpong == b.pingpong && a.multicast == b.multicast && a.splitk_auto == b.splitk_auto && a.max_m == b.max_m &&
-         a.max_n == b.max_n && a.warps_n == b.warps_n && a.max_k == b.max_k && a.whole_k == b.whole_k;
+         a.max_n == b.max_n && a.warps_n == b.warps_n && a.max_k == b.max_k && a.whole_k == b.whole_k &&
+         a.stream_k == b.stream_k;
 }
 
 #if defined(__CUDACC__)
@@ -71,6 +73,97 @@ KFORGE_HD inline int div_small(int i, int d, float inv_d) {
   if (q * d > i) --q;
   else if ((q + 1) * d <= i) ++q;
   return q;
+}
+
+// Stream-K (sm90 variants with KernelConfig::stream_k), host-visible so that the CPU tests check the
+// schedule the kernel walks. A persistent grid whose tiles do not fill whole rounds leaves SMs idle in
+// the last one (160 tiles on 132 SMs: 2 rounds, the second 21% full); cuBLASLt covers such shapes
+// with stream-K, and kforge's mid-size shapes lost there (0.77-0.89 of cuBLASLt, fourteenth session).
+// The plan: whole rounds of tiles stay data-parallel (CTA c takes tiles c, c + grid, ...), and the
+// last one to two rounds' worth of tiles (`sk_tiles`: all tiles when there are fewer than two rounds,
+// else tiles % grid + grid) become one run of k-tile iterations, tile after tile, split evenly: CTA c
+// takes iterations [c x sk_iters / grid, (c + 1) x sk_iters / grid). A tile cut by those boundaries
+// is computed in pieces by consecutive CTAs. The piece holding the tile's first k tile belongs to its
+// owner, who adds the others' fp32 partials (in CTA order: deterministic) and stores the tile; every
+// other piece is the first piece of its CTA's run, so each CTA writes at most one partial (a slot of
+// its own) and an owner only waits for CTAs that did their piece first: no cycle.
+struct StreamKPlan {
+  int grid = 0;          // CTAs (at most the resident slots: an owner waits for its contributors)
+  int dp_tiles = 0;      // tiles [0, dp_tiles): whole, data-parallel (a multiple of grid)
+  int k_tiles = 0;       // k tiles per output tile
+  int64_t sk_iters = 0;  // tiles [dp_tiles, tiles) as sk_iters = (tiles - dp_tiles) x k_tiles iterations
+};
+
+// The plan for `tiles` output tiles of `k_tiles` k tiles on at most `slots` resident CTAs. Where the
+// tiles fill whole rounds there is nothing to balance: all data-parallel. With no whole round left
+// data-parallel, fewer CTAs than slots where each would get under `min_iters` iterations.
+KFORGE_HD inline StreamKPlan stream_k_plan(int64_t tiles, int k_tiles, int slots, int min_iters) {
+  StreamKPlan p;
+  if (tiles <= 0 || k_tiles <= 0 || slots <= 0 || tiles > 0x7FFFFFFF) return p;
+  p.k_tiles = k_tiles;
+  if (tiles % slots == 0) {
+    p.grid = slots;
+    p.dp_tiles = int(tiles);
+    return p;
+  }
+  const int64_t sk_tiles = tiles < 2 * int64_t(slots) ? tiles : tiles % slots + slots;
+  p.dp_tiles = int(tiles - sk_tiles);
+  p.sk_iters = sk_tiles * k_tiles;
+  int64_t grid = slots;
+  if (p.dp_tiles == 0) {
+    const int64_t by_work = p.sk_iters / (min_iters > 0 ? min_iters : 1);
+    grid = by_work < 1 ? 1 : by_work < grid ? by_work : grid;
+  }
+  p.grid = int(grid);
+  return p;
+}
+
+// The stream-K variants' `min_iters`: no CTA of a plan without data-parallel rounds gets under 4 k
+// tiles (256 of K): fewer CTAs than SMs on small problems rather than slivers of K, each a pipeline
+// fill and a partial for one tile's worth of stores.
+constexpr int kStreamKMinIters = 4;
+
+// The first stream-K iteration of CTA `cta` (0 <= cta <= grid; grid gives the end), relative to the
+// stream-K tiles' first iteration.
+KFORGE_HD inline int64_t stream_k_begin(const StreamKPlan& p, int cta) { return int64_t(cta) * p.sk_iters / p.grid; }
+
+// The units CTA `cta` walks: its data-parallel tiles, then one piece per tile its run touches.
+KFORGE_HD inline int stream_k_units(const StreamKPlan& p, int cta) {
+  const int dp = p.dp_tiles / p.grid;
+  const int64_t a = stream_k_begin(p, cta), b = stream_k_begin(p, cta + 1);
+  return dp + (b > a ? int((b - 1) / p.k_tiles - a / p.k_tiles + 1) : 0);
+}
+
+// Unit `u` of CTA `cta`: the output tile (linear index over all tiles) and its k tiles [kb, ke).
+KFORGE_HD inline void stream_k_unit(const StreamKPlan& p, int cta, int u, int& tile, int& kb, int& ke) {
+  const int dp = p.dp_tiles / p.grid;
+  if (u < dp) {
+    tile = cta + u * p.grid;
+    kb = 0;
+    ke = p.k_tiles;
+    return;
+  }
+  const int64_t a = stream_k_begin(p, cta), b = stream_k_begin(p, cta + 1);
+  const int64_t t = a / p.k_tiles + (u - dp);  // among the stream-K tiles
+  const int64_t lo = t * p.k_tiles > a ? t * p.k_tiles : a;
+  const int64_t hi = (t + 1) * p.k_tiles < b ? (t + 1) * p.k_tiles : b;
+  tile = p.dp_tiles + int(t);
+  kb = int(lo - t * p.k_tiles);
+  ke = int(hi - t * p.k_tiles);
+}
+
+// The owner of stream-K tile `tile` (its piece [0, ke) with ke < k_tiles) adds the partials of CTAs
+// owner + 1, ..., last, where `last` is returned: every CTA after the owner whose run starts inside the
+// tile (and is not empty).
+KFORGE_HD inline int stream_k_last_contributor(const StreamKPlan& p, int owner, int tile) {
+  const int64_t end = int64_t(tile - p.dp_tiles + 1) * p.k_tiles;
+  int last = owner;
+  for (int q = owner + 1; q < p.grid; ++q) {
+    const int64_t a = stream_k_begin(p, q);
+    if (a >= end) break;
+    if (stream_k_begin(p, q + 1) > a) last = q;
+  }
+  return last;
 }
 
 // Whether environment variable `name` is set to exactly `value`. The kernels' A/B switches

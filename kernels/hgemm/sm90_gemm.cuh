@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -38,7 +39,7 @@ constexpr int kBK = 64;  // 64 halves = one 128-byte swizzle row
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
           kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1,
-          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16, bool STREAMK = false>
 struct Traits {
   // Cooperative (default): the consumer warpgroups split each tile's rows. Ping-pong: each
   // consumer owns whole tiles, alternating, so that one's epilogue runs under the other's wgmmas.
@@ -82,8 +83,15 @@ struct Traits {
   // Each CTA of a pair loads its half of a K-major B tile (BN/2 rows): whole 8-row swizzle atoms.
   static_assert((BN / MCAST) % 8 == 0, "a multicast half of the B tile is a whole number of 8-row swizzle atoms");
   static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16 inputs: fp32 accumulation only (wgmma has no bf16 accumulator)");
+  // Stream-K (stream_k_plan): a persistent cooperative grid of single CTAs, fp32 partials.
+  static_assert(!STREAMK || (PERSISTENT && SPLITK == 1 && MCAST == 1 && !PINGPONG && ACC == KFORGE_HGEMM_ACC_F32),
+                "stream-K: persistent, cooperative consumers, no split-K cluster, no multicast, fp32 accumulation");
   // Consumers release a stage to the producers of every CTA whose loads land in it.
   static constexpr int kEmptyArrivals = (PINGPONG ? 1 : CONSUMERS) * MCAST;
+  // Stream-K: a CTA's parked partial tile, in float4s per consumer thread (slot layout: element e of
+  // consumer thread ct at float4 index e x consumer threads + ct, so that each store is coalesced).
+  static constexpr int kPartialVec = kMmaM * kAccRegs / 4;
+  static constexpr int kPartialFloats = BM * BN;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -180,6 +188,18 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   return r;
 }
 
+// Stream-K flags: a contributor's release (after a CTA barrier over its partial's stores) and an
+// owner's acquire, at GPU scope; the partials are read through L2 (ld.global.cg), never a stale L1.
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ void st_relaxed_gpu(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_acquire_gpu(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.b64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Reads a float from the shared memory of CTA `rank` of this cluster, at the address `local`
 // has in this CTA.
 __device__ __forceinline__ float4 ld_dsmem_f4(const void* local, uint32_t rank) {
@@ -224,6 +244,13 @@ struct Params {
   // stage receives, `b_chunks` how many 64-column chunks of an N-major B tile are loaded.
   uint32_t stage_tx;
   int b_chunks;
+  // Stream-K variants only (stream_k_plan): the schedule, the partial slots (grid x BM x BN floats)
+  // and one flag per CTA in the workspace, and this launch's epoch, the value a raised flag holds.
+  int sk_grid, sk_dp_tiles;
+  long long sk_iters;
+  float* sk_partials;
+  unsigned long long* sk_flags;
+  unsigned long long sk_epoch;
 };
 
 // Where tile tm's (tn's) boxes start: its own first row, or for the last tile the shifted start.
@@ -232,11 +259,11 @@ __device__ __forceinline__ int tile_row0(int tm, int bm, const Params& p) { retu
 __device__ __forceinline__ int tile_col0(int tn, int bn, const Params& p) { return min(tn * bn, p.n_last); }
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST, kforge_hgemm_dtype DT>
-__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT>::kThreads, 1)
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST, kforge_hgemm_dtype DT, bool STREAMK>
+__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK>;
   using E = Elem<DT>;  // the element type's conversions
   using ET = typename E::T;
   extern __shared__ uint8_t smem_raw[];
@@ -280,8 +307,18 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
   const int split = SPLITK > 1 ? int(blockIdx.z) : 0;
   const int kt_begin = int((int64_t(p.k_tiles) * split) / SPLITK);
   const int kt_end = int((int64_t(p.k_tiles) * (split + 1)) / SPLITK);
-  const int first_tile = int(blockIdx.x) / MCAST;
-  const int tile_step = PERSISTENT ? int(gridDim.x) / MCAST : num_tiles;
+  // Stream-K: this CTA walks its units (stream_k_units: whole tiles, then pieces of tiles), each
+  // mapped to a tile and a K range by stream_k_unit; every other variant walks tiles over the range above.
+  StreamKPlan skp;
+  if constexpr (STREAMK) {
+    skp.grid = p.sk_grid;
+    skp.dp_tiles = p.sk_dp_tiles;
+    skp.k_tiles = p.k_tiles;
+    skp.sk_iters = p.sk_iters;
+  }
+  const int num_units = STREAMK ? stream_k_units(skp, int(blockIdx.x)) : num_tiles;
+  const int first_tile = STREAMK ? 0 : int(blockIdx.x) / MCAST;
+  const int tile_step = STREAMK ? 1 : PERSISTENT ? int(gridDim.x) / MCAST : num_tiles;
 
   if (wg == 0) {
     // Producer warpgroup: one thread issues every TMA load.
@@ -291,11 +328,13 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
       int it = 0;
-      for (int t = first_tile; t < num_tiles; t += tile_step) {
+      for (int t = first_tile; t < num_units; t += tile_step) {
+        int tile = t, kb = kt_begin, ke = kt_end;
+        if constexpr (STREAMK) stream_k_unit(skp, int(blockIdx.x), t, tile, kb, ke);
         int tm, tn;
-        tile_coords<GROUP_M>(t, units_m, p.tiles_n, tm, tn);
+        tile_coords<GROUP_M>(tile, units_m, p.tiles_n, tm, tn);
         tm = tm * MCAST + int(mc_rank);  // may be tiles_m (odd tiles_m): loaded and computed, never stored
-        for (int kt = kt_begin; kt < kt_end; ++kt, ++it) {
+        for (int kt = kb; kt < ke; ++kt, ++it) {
           const int s = it % STAGES;
           if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
           uint8_t* sa = smem + s * T::kStageBytes;
@@ -344,15 +383,22 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       }
     };
     int ordinal = 0;  // this CTA's tiles, counted: tile j uses the producer's iterations j*KT .. j*KT+KT-1
-    for (int t = first_tile; t < num_tiles; t += tile_step, ++ordinal) {
+    int sk_it = 0;    // stream-K: the producer's iterations before this unit (units differ in length)
+    for (int t = first_tile; t < num_units; t += tile_step, ++ordinal) {
       if (PINGPONG && ordinal % CONSUMERS != cw) continue;
       // Ping-pong order: a consumer starts tile j only once the other has issued tile j-1's last
       // wgmma. Besides ordering the tensor cores, this keeps every full-barrier wait within one
       // phase of the barrier (a parity wait cannot tell phase P from P-2).
       if (PINGPONG && ordinal > 0) named_sync(cw == 0 ? 3 : 2, 256);
+      int tile = t, kb = kt_begin, ke = kt_end;
+      if constexpr (STREAMK) stream_k_unit(skp, int(blockIdx.x), t, tile, kb, ke);
       int it = ordinal * (kt_end - kt_begin);
+      if constexpr (STREAMK) {
+        it = sk_it;
+        sk_it += ke - kb;
+      }
       int tm, tn;
-      tile_coords<GROUP_M>(t, units_m, p.tiles_n, tm, tn);
+      tile_coords<GROUP_M>(tile, units_m, p.tiles_n, tm, tn);
       tm = tm * MCAST + int(mc_rank);
 #pragma unroll
       for (int i = 0; i < T::kMmaM; ++i)
@@ -360,7 +406,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
         for (int j = 0; j < T::kAccRegs; ++j) acc[i][j] = Acc(0);
 
       int prev_stage = -1;
-      for (int kt = kt_begin; kt < kt_end; ++kt, ++it) {
+      for (int kt = kb; kt < ke; ++kt, ++it) {
         const int s = it % STAGES;
         mbar_wait(&full[s], (it / STAGES) & 1);
         const uint32_t sa = smem_u32(smem + s * T::kStageBytes) + row_off * 128;
@@ -393,6 +439,57 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
       if (PINGPONG && t + tile_step < num_tiles) named_arrive(cw == 0 ? 2 : 3, 256);  // the other may start
       wgmma_wait<0>();
       if (prev_stage >= 0) release_stage(&empty[prev_stage]);
+
+      // Stream-K: a tile computed in pieces (see stream_k_plan).
+      if constexpr (STREAMK) {
+        if (kb != 0 || ke != p.k_tiles) {
+          constexpr int kCt = CONSUMERS * 128;  // consumer threads
+          const int ct = int(threadIdx.x) - 128;
+          float4* slots = reinterpret_cast<float4*>(p.sk_partials);
+          if (kb != 0) {
+            // A contributor (this is its run's first piece): park the partial in this CTA's slot, then
+            // raise its flag once every consumer thread's stores are done. Not stored here.
+            float4* mine = slots + size_t(blockIdx.x) * (T::kPartialFloats / 4);
+#pragma unroll
+            for (int i = 0; i < T::kMmaM; ++i)
+#pragma unroll
+              for (int j4 = 0; j4 < T::kAccRegs / 4; ++j4)
+                mine[(i * (T::kAccRegs / 4) + j4) * kCt + ct] =
+                    make_float4(acc[i][4 * j4], acc[i][4 * j4 + 1], acc[i][4 * j4 + 2], acc[i][4 * j4 + 3]);
+            named_sync(1, kCt);
+            if (ct == 0) {
+              fence_acq_rel_gpu();
+              st_relaxed_gpu(&p.sk_flags[blockIdx.x], p.sk_epoch);
+            }
+            continue;
+          }
+          // The owner: wait for every contributor's flag (and lower it again for the next launch),
+          // then add their partials in CTA order.
+          const int last = stream_k_last_contributor(skp, int(blockIdx.x), tile);
+          if (ct == 0) {
+            for (int q = int(blockIdx.x) + 1; q <= last; ++q) {
+              if (stream_k_begin(skp, q + 1) == stream_k_begin(skp, q)) continue;  // an empty run: no piece
+              while (ld_acquire_gpu(&p.sk_flags[q]) != p.sk_epoch) __nanosleep(64);
+              st_relaxed_gpu(&p.sk_flags[q], 0ull);
+            }
+          }
+          named_sync(1, kCt);
+          for (int q = int(blockIdx.x) + 1; q <= last; ++q) {
+            if (stream_k_begin(skp, q + 1) == stream_k_begin(skp, q)) continue;
+            const float4* theirs = slots + size_t(q) * (T::kPartialFloats / 4);
+#pragma unroll
+            for (int i = 0; i < T::kMmaM; ++i)
+#pragma unroll
+              for (int j4 = 0; j4 < T::kAccRegs / 4; ++j4) {
+                const float4 v = __ldcg(&theirs[(i * (T::kAccRegs / 4) + j4) * kCt + ct]);
+                acc[i][4 * j4] += v.x;
+                acc[i][4 * j4 + 1] += v.y;
+                acc[i][4 * j4 + 2] += v.z;
+                acc[i][4 * j4 + 3] += v.w;
+              }
+          }
+        }
+      }
 
       // Epilogue. Accumulator layout of m64nN: warp w holds rows 16w..16w+15; lane l holds rows
       // l/4 and l/4+8 of them, columns 8j + 2(l%4) + {0,1} for j < N/8.
@@ -671,10 +768,24 @@ inline int balanced_grid(int work, int slots) {
   return (work + rounds - 1) / rounds;
 }
 
+// A launch's stream-K epoch: distinct for every launch of this process (a random salt, so that
+// whatever else a caller's workspace held is not mistaken for a raised flag). Each flag is lowered
+// again by its owner, so a CUDA graph replaying one launch (one epoch) starts from lowered flags.
+inline unsigned long long stream_k_epoch() {
+  static const uint64_t salt = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+  }();
+  static std::atomic<uint64_t> count{0};
+  const uint64_t e = salt ^ (count.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
+  return e == 0 ? 1 : e;
+}
+
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT, kforge_hgemm_layout L,
-          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+          kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16,
+          bool STREAMK = false>
 struct Gemm {
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK>;
   static constexpr kforge_hgemm_dtype kDtype = DT;
 
   static constexpr KernelConfig config() {
@@ -690,6 +801,7 @@ struct Gemm {
     c.persistent = PERSISTENT;
     c.pingpong = PINGPONG;
     c.multicast = MCAST;
+    c.stream_k = STREAMK;
     return c;
   }
 
@@ -715,10 +827,24 @@ struct Gemm {
     return supports_shape(p) && p->k % 8 == 0 && p->n % 8 == 0;
   }
 
-  static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
+  // Stream-K: a partial slot (BM x BN floats) and a flag for each CTA of the plan on the current
+  // device (at most one per SM), plus 256 bytes to align the workspace's base. Others need none.
+  static size_t workspace_size(const kforge_hgemm_problem* p) {
+    if constexpr (STREAMK) {
+      if (!supports(p)) return 0;
+      const StreamKPlan plan = stream_k_plan(tiles_of(*p), k_tiles_of(*p), sm_count(), kStreamKMinIters);
+      return plan.grid > 0 ? stream_k_bytes(plan.grid) : 0;
+    } else {
+      (void)p;
+      return 0;
+    }
+  }
+  static int64_t tiles_of(const kforge_hgemm_problem& p) { return ((p.m + BM - 1) / BM) * ((p.n + BN - 1) / BN); }
+  static int k_tiles_of(const kforge_hgemm_problem& p) { return int((p.k + kBK - 1) / kBK); }
+  static size_t stream_k_bytes(int grid) { return size_t(grid) * (size_t(T::kPartialFloats) * 4 + 8) + 256; }
 
   static auto kernel_ptr() {
-    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT>;
+    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK>;
   }
   static constexpr int kClusterCtas = SPLITK > 1 ? SPLITK : MCAST;
 
@@ -774,14 +900,18 @@ struct Gemm {
     if ((reinterpret_cast<uintptr_t>(a->a) | reinterpret_cast<uintptr_t>(a->b) | reinterpret_cast<uintptr_t>(a->c)) % 16)
       return kRunUnsupported;
     const kforge_hgemm_problem& pr = a->problem;
-    return launch(a->a, uint64_t(pr.k), a->b, uint64_t(L == KFORGE_HGEMM_TN ? pr.k : pr.n), a->c, pr, stream);
+    if constexpr (STREAMK)
+      if (a->workspace == nullptr || a->workspace_bytes < workspace_size(&pr)) return kRunUnsupported;
+    return launch(a->a, uint64_t(pr.k), a->b, uint64_t(L == KFORGE_HGEMM_TN ? pr.k : pr.n), a->c, pr, stream,
+                  a->workspace, a->workspace_bytes);
   }
 
   // The GEMM of `pr` with A rows `lda` elements apart and B rows (tn: N rows of K; nn: K rows of N)
   // `ldb` apart, both multiples of 8 with 16-byte aligned bases; C is pr.n wide (any N: rows that
-  // are not 16-byte multiples are stored element-wise). For run() and Padded<>.
+  // are not 16-byte multiples are stored element-wise). For run() and Padded<>. `ws`: the stream-K
+  // variants' partials and flags (workspace_size), unused by the others.
   static int launch(const void* A, uint64_t lda, const void* B, uint64_t ldb, void* C, const kforge_hgemm_problem& pr,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, void* ws = nullptr, size_t ws_bytes = 0) {
     const int dev = current_device();
     const DeviceAttrs d = device_attrs(dev);
     if (d.cc != 90) return kRunUnsupported;  // sm_90a code only: Hopper's wgmma and setmaxnreg
@@ -827,8 +957,27 @@ struct Gemm {
     cfg.stream = stream;
     cfg.attrs = attrs;
     if constexpr (kClusterCtas > 1) attrs[cfg.numAttrs++] = cluster_dim();
+    p.sk_grid = p.sk_dp_tiles = 0;
+    p.sk_iters = 0;
+    p.sk_partials = nullptr;
+    p.sk_flags = nullptr;
+    p.sk_epoch = 0;
     if constexpr (SPLITK > 1) {
       cfg.gridDim = dim3(tiles, 1, SPLITK);
+    } else if constexpr (STREAMK) {
+      // At most one CTA per SM (every CTA must be resident at once: an owner waits for its
+      // contributors); the workspace holds a slot and a flag for each.
+      const StreamKPlan plan = stream_k_plan(tiles, p.k_tiles, d.sms, kStreamKMinIters);
+      if (plan.grid <= 0) return kRunUnsupported;
+      const uintptr_t base = (reinterpret_cast<uintptr_t>(ws) + 255) & ~uintptr_t(255);
+      if (ws == nullptr || ws_bytes < stream_k_bytes(plan.grid)) return kRunUnsupported;
+      p.sk_grid = plan.grid;
+      p.sk_dp_tiles = plan.dp_tiles;
+      p.sk_iters = plan.sk_iters;
+      p.sk_partials = reinterpret_cast<float*>(base);
+      p.sk_flags = reinterpret_cast<unsigned long long*>(base + size_t(plan.grid) * T::kPartialFloats * 4);
+      p.sk_epoch = stream_k_epoch();
+      cfg.gridDim = dim3(plan.grid);
     } else if constexpr (MCAST > 1) {
       // Pairs of CTAs; a persistent grid holds only as many pairs as can be resident at once (a
       // cluster must fit in one GPC), or the last pairs would run as a second wave.

@@ -46,6 +46,12 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
   KF_SM90_ROWS("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_mc2", L, A, \
                sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, false, 2, DT>)
 
+// Stream-K (persistent, cooperative; stream_k_plan): the last rounds' K loops shared by every CTA.
+// No padded twin: its workspace holds the partials, not re-pitched operands (K and N % 8 == 0 only).
+#define KF_SM90_SK(L, A, LN, AN, DT, BM, BN, ST, G)                                                              \
+  entry<sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, false, 1, DT, true>>(                                       \
+      "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_sk", L, A),
+
 // sm_80: dtype, BM, BN, BK, warps along M, warps along N, stages (every shape and alignment).
 #define KF_SM80(L, A, LN, AN, DT, BM, BN, BK, WM, WN, ST)                                                   \
   entry<sm80::Gemm<BM, BN, BK, WM, WN, ST, L, A, DT>>("sm80_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "x" KF_STR(BK) \
@@ -86,6 +92,7 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SM90_F32(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SM90_PP_F32(...) KF_BOTH_LAYOUTS(KF_SM90_PP, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SM90_MC_F32(...) KF_BOTH_LAYOUTS(KF_SM90_MC, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SM90_SK_F32(...) KF_BOTH_LAYOUTS(KF_SM90_SK, KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SM90_F16(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SM80_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SM80, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
 #define KF_SKINNY_LAYOUTS(A, AN, ...) KF_BOTH_LAYOUTS(KF_SKINNY, A, AN, KFORGE_HGEMM_F16, __VA_ARGS__)
@@ -106,9 +113,11 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SKINNY_NW_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 
 // The shares of the table in translation units of their own, appended by variants() (variants.cu) in
-// this order after its own rows: fp16 (variants_mid.cu, variants_small.cu), then bf16 (variants_bf16.cu).
+// this order after its own rows: fp16 (variants_mid.cu, variants_small.cu, variants_streamk.cu), then
+// bf16 (variants_bf16.cu).
 const KernelVariant* fp16_mid_variants(size_t* count);
 const KernelVariant* fp16_small_variants(size_t* count);
+const KernelVariant* fp16_streamk_variants(size_t* count);
 const KernelVariant* bf16_variants(size_t* count);
 
 }  // namespace kforge::kernels

@@ -88,7 +88,12 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
     const kforge_hgemm_problem odd_k = prob(m, n, 60, all[i].layout, all[i].acc, all[i].dtype);
     const kforge_hgemm_problem odd_n = prob(m, n - 4, 64, all[i].layout, all[i].acc, all[i].dtype);
     const kforge_hgemm_problem even = prob(64, 64, 64, all[i].layout, all[i].acc, all[i].dtype);
-    if (all[i].config.family == kernels::Family::kSm90 && !all[i].config.pad) {
+    if (all[i].config.stream_k) {
+      // Stream-K variants: TMA-aligned rows only, no padded twin (their workspace holds partials).
+      EXPECT_FALSE(all[i].supports(&odd_k)) << all[i].name;
+      EXPECT_FALSE(all[i].supports(&odd_n)) << all[i].name;
+      EXPECT_EQ(kernels::padded_twin(all[i]), nullptr) << all[i].name;
+    } else if (all[i].config.family == kernels::Family::kSm90 && !all[i].config.pad) {
       EXPECT_FALSE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_FALSE(all[i].supports(&odd_n)) << all[i].name;
       // Its padded twin takes them, and only them.
@@ -769,6 +774,135 @@ TEST(HgemmKernels, TunerMeasuresEveryFamilysBestPredicted) {
 // The whole-K variants' fill arithmetic (kernel_api.hpp): the row pitch, and the division of a
 // fill index by K (or by the tile's columns) through a float reciprocal, exact for every index a
 // tile can have (< (64 + 64) x 256) and beyond, also with a reciprocal a few ulps off.
+// The stream-K schedule (kernel_api.hpp), walked as the kernel walks it: every k tile of every
+// output tile computed exactly once; one owner per tile (the piece with its first k tile, the last
+// unit of the owner's run); every other piece the first stream-K unit of its CTA, which therefore
+// writes at most one partial; the owner's contributors exactly the CTAs after it that hold a piece of
+// its tile; the K loops shared evenly; no CTA of a plan without whole rounds under min_iters.
+TEST(HgemmKernels, StreamKPlanCoversEveryIterationOnceWithOneOwnerPerTile) {
+  int plans = 0;
+  for (int slots : {1, 2, 7, 132})
+    for (int64_t tiles : {1, 2, 7, 64, 100, 131, 132, 133, 160, 263, 264, 265, 300, 1000, 2049})
+      for (int kt : {1, 2, 3, 4, 5, 16, 64, 129}) {
+        const std::string what = std::to_string(tiles) + " tiles x " + std::to_string(kt) + " k tiles on " +
+                                 std::to_string(slots) + " slots";
+        const kernels::StreamKPlan p = kernels::stream_k_plan(tiles, kt, slots, kernels::kStreamKMinIters);
+        ++plans;
+        ASSERT_GE(p.grid, 1) << what;
+        ASSERT_LE(p.grid, slots) << what;
+        ASSERT_EQ(p.dp_tiles % p.grid, 0) << what;
+        ASSERT_EQ(p.k_tiles, kt);
+        const int64_t sk_tiles = tiles - p.dp_tiles;
+        ASSERT_EQ(p.sk_iters, sk_tiles * kt) << what;
+        if (tiles % slots == 0) EXPECT_EQ(p.dp_tiles, tiles) << what;            // whole rounds: nothing to balance
+        else EXPECT_LT(sk_tiles, 2 * int64_t(slots)) << what;                      // at most two rounds' worth
+        if (tiles >= 2 * int64_t(slots)) EXPECT_EQ(p.grid, slots) << what;
+        std::vector<int> seen(size_t(tiles * kt), 0);
+        std::vector<int> owners(size_t(tiles), 0);
+        std::vector<std::set<int>> pieces_by(static_cast<size_t>(tiles));  // CTAs with a contributor piece of the tile
+        std::vector<int> owner_of(size_t(tiles), -1);
+        int64_t least = INT64_MAX, most = 0;
+        for (int c = 0; c < p.grid; ++c) {
+          const int units = kernels::stream_k_units(p, c);
+          const int dp = p.dp_tiles / p.grid;
+          int contributions = 0;
+          int64_t sk_work = 0;
+          for (int u = 0; u < units; ++u) {
+            int tile = -1, kb = -1, ke = -1;
+            kernels::stream_k_unit(p, c, u, tile, kb, ke);
+            ASSERT_GE(tile, 0) << what;
+            ASSERT_LT(tile, tiles) << what;
+            ASSERT_TRUE(0 <= kb && kb < ke && ke <= kt) << what << ": cta " << c << " unit " << u;
+            for (int k = kb; k < ke; ++k) ++seen[size_t(tile) * kt + k];
+            if (u < dp) {
+              EXPECT_LT(tile, p.dp_tiles) << what;
+              EXPECT_TRUE(kb == 0 && ke == kt) << what;
+              continue;
+            }
+            EXPECT_GE(tile, p.dp_tiles) << what;
+            sk_work += ke - kb;
+            if (kb == 0) {
+              ++owners[size_t(tile)];
+              owner_of[size_t(tile)] = c;
+              if (ke < kt) EXPECT_EQ(u, units - 1) << what << ": an owner's cut piece ends its run";
+            } else {
+              ++contributions;
+              EXPECT_EQ(u, dp) << what << ": a contributor piece is its CTA's first stream-K unit";
+              pieces_by[size_t(tile)].insert(c);
+            }
+          }
+          EXPECT_LE(contributions, 1) << what << ": cta " << c;
+          least = std::min(least, sk_work);
+          most = std::max(most, sk_work);
+          if (p.dp_tiles == 0 && p.sk_iters >= kernels::kStreamKMinIters)
+            EXPECT_GE(sk_work, kernels::kStreamKMinIters) << what << ": cta " << c;
+        }
+        if (p.sk_iters > 0) EXPECT_LE(most - least, 1) << what;
+        for (int64_t i = 0; i < tiles * kt; ++i) ASSERT_EQ(seen[size_t(i)], 1) << what << ": iteration " << i;
+        for (int64_t t = 0; t < tiles; ++t) {
+          if (t < p.dp_tiles) continue;
+          ASSERT_EQ(owners[size_t(t)], 1) << what << ": tile " << t;
+          // The owner's contributors: the CTAs after it up to stream_k_last_contributor, skipping empty runs.
+          const int o = owner_of[size_t(t)];
+          std::set<int> expect;
+          for (int q = o + 1; q <= kernels::stream_k_last_contributor(p, o, int(t)); ++q)
+            if (kernels::stream_k_begin(p, q + 1) > kernels::stream_k_begin(p, q)) expect.insert(q);
+          EXPECT_EQ(expect, pieces_by[size_t(t)]) << what << ": tile " << t;
+        }
+      }
+  EXPECT_EQ(plans, 4 * 15 * 8);
+  // Degenerate inputs give no plan (the launch refuses it).
+  EXPECT_EQ(kernels::stream_k_plan(0, 4, 132, 4).grid, 0);
+  EXPECT_EQ(kernels::stream_k_plan(10, 0, 132, 4).grid, 0);
+  EXPECT_EQ(kernels::stream_k_plan(10, 4, 0, 4).grid, 0);
+}
+
+// The stream-K variants: the model credits their fractional last round (160 tiles of 128x128 on
+// 132 SMs: 1.2 rounds, not 2) and charges the fix-up; where the tiles fill whole rounds they predict
+// as their persistent twins. Off the table they are chosen only with DeviceModel::stream_k
+// (KFORGE_HGEMM_STREAMK=1): not yet measured on a GPU.
+TEST(HgemmKernels, StreamKVariantsAreModelledAndOffByDefault) {
+  const kernels::KernelVariant* sk = kernels::find_variant("sm90_tn_f32_128x128_s6_c2_k1_g8_sk");
+  const kernels::KernelVariant* plain = kernels::find_variant("sm90_tn_f32_128x128_s6_c2_k1_g8_true");
+  ASSERT_TRUE(sk && plain);
+  EXPECT_TRUE(sk->config.stream_k);
+  EXPECT_TRUE(sk->config.persistent);
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  auto model = [&](const kernels::KernelVariant* v, int64_t m, int64_t n, int64_t k) {
+    return kernels::predicted_us(v->config, m, n, k, h, 132);
+  };
+  EXPECT_LT(model(sk, 512, 5120, 5120), 0.8 * model(plain, 512, 5120, 5120));  // 160 tiles
+  EXPECT_NEAR(model(sk, 128 * 12, 128 * 11, 4096), model(plain, 128 * 12, 128 * 11, 4096), 1e-9);  // 132 tiles
+  // Every variant of each layout in turn as the model's choice, over mid-size shapes: never a
+  // stream-K one by default; with the switch on, stream-K where it is predicted fastest.
+  int chosen_on = 0;
+  for (auto l : {KFORGE_HGEMM_NN, KFORGE_HGEMM_TN})
+    for (auto [m, n, k] : {std::tuple{463, 5120, 5120}, {480, 9216, 3072}, {512, 5120, 3072}, {2042, 5120, 5120},
+                           {3072, 3072, 3072}, {256, 5120, 13824}}) {
+      const kforge_hgemm_problem pr = prob(m, n, k, l);
+      h.stream_k = false;
+      const kernels::KernelVariant* off = kernels::model_choice(pr, h, -1, 90);
+      ASSERT_NE(off, nullptr);
+      EXPECT_FALSE(off->config.stream_k) << off->name;
+      h.stream_k = true;
+      const kernels::KernelVariant* on = kernels::model_choice(pr, h, -1, 90);
+      ASSERT_NE(on, nullptr);
+      chosen_on += on->config.stream_k;
+    }
+  EXPECT_GT(chosen_on, 0);
+  // A large aligned problem's relatives exclude them by default too.
+  const kernels::DispatchEntry table[] = {
+      {4096, 4096, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "sm90_tn_f32_128x256_s4_c2_k1_g8_true", KFORGE_HGEMM_F16, 180.0}};
+  const kernels::Dispatcher disp(table, 1);
+  h.stream_k = false;
+  if (!kernels::stream_k_enabled()) EXPECT_FALSE(disp.resolve(prob(3000, 5000, 3000), h, -1).variant->config.stream_k);
+  // A tuned entry naming one is used as any other (the tuner verified it on the GPU).
+  const kernels::DispatchEntry tuned[] = {
+      {512, 5120, 5120, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, sk->name, KFORGE_HGEMM_F16, 60.0}};
+  const kernels::Dispatcher d2(tuned, 1);
+  EXPECT_EQ(d2.resolve(prob(512, 5120, 5120), h, -1).variant, sk);
+}
+
 TEST(HgemmKernels, WholeKFillArithmeticIsExact) {
   for (int k = 1; k <= 256; ++k) {
     const int p = kernels::wholek_pitch(k);

@@ -1,0 +1,25 @@
+// fp16 variants, Hopper: persistent stream-K (stream_k_plan in kernel_api.hpp). Where a shape's tiles
+// leave the last round of a persistent grid partly empty (mid-size shapes: 80-160 tiles on 132 SMs),
+// every CTA takes an equal share of the last rounds' K loops and the owner of each tile cut in pieces
+// adds the others' fp32 partials. A translation unit of its own (variants.cu appends its rows after
+// the other fp16 shares). Macros: variant_rows.cuh.
+#include "kernels/hgemm/variant_rows.cuh"
+
+namespace kforge::kernels {
+namespace {
+
+const KernelVariant kVariantsStreamK[] = {
+    // The persistent cooperative tiles of variants.cu, stream-K.
+    KF_SM90_SK_F32(128, 256, 4, 8)
+    KF_SM90_SK_F32(128, 192, 4, 8)
+    KF_SM90_SK_F32(128, 128, 6, 8)
+};
+
+}  // namespace
+
+const KernelVariant* fp16_streamk_variants(size_t* count) {
+  if (count) *count = sizeof(kVariantsStreamK) / sizeof(kVariantsStreamK[0]);
+  return kVariantsStreamK;
+}
+
+}  // namespace kforge::kernels

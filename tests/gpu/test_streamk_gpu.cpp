@@ -1,0 +1,118 @@
+// The stream-K variants (KernelConfig::stream_k, stream_k_plan) on the GPU. Their correctness rests
+// on a protocol between CTAs, not only on arithmetic: contributors park fp32 partials and raise a
+// flag, owners wait for the flags, add the partials in CTA order and lower the flags again. So each
+// variant is checked element by element (check_full_gpu) on shapes that take every path of the plan,
+// and again where the protocol could break: launches back to back on one workspace (programmatic
+// dependent launch lets the next grid start early), a CUDA graph replaying one launch (one epoch),
+// a workspace full of garbage, a second call reading the first one's output, and two runs compared
+// bit for bit (the owners' order of addition is fixed, so the output is deterministic).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_test.hpp"
+#include "kernels/hgemm/dispatch.hpp"
+#include "ops/hgemm.hpp"
+
+namespace kforge {
+namespace {
+
+using test::GpuTest;
+
+// Shapes that take every path of the plan on 132 SMs (128 x 128 tiles named; the other tiles land
+// in the same regimes): 16 tiles of 128 k tiles (each tile cut into ~8 pieces: an owner waits for
+// several contributors), 160 tiles (one round and a fraction: all stream-K), 360 tiles (two whole
+// rounds data-parallel, the rest stream-K), 132 tiles (whole rounds only), one k tile (no tile can be
+// cut), edge tiles in M and N with a K that is not a multiple of 64, and a large square problem.
+const Shape kShapes[] = {{256, 1024, 8192}, {512, 5120, 5120}, {2304, 2560, 1032}, {1536, 1408, 512},
+                         {384, 4096, 64},   {1000, 1000, 1000}, {4096, 4096, 4096}};
+
+HgemmProblem fp16_problem(const kernels::KernelVariant& v, const Shape& sh) {
+  return {sh, v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN, Acc::kF32};
+}
+
+std::vector<const kernels::KernelVariant*> stream_k_variants() {
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  std::vector<const kernels::KernelVariant*> out;
+  for (size_t i = 0; i < count; ++i)
+    if (all[i].config.stream_k) out.push_back(&all[i]);
+  return out;
+}
+
+TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
+  const DeviceInfo dev = query_device(0);
+  if (dev.cc_major * 10 + dev.cc_minor != 90) GTEST_SKIP() << "the stream-K variants are sm_90a code";
+  const auto sk = stream_k_variants();
+  ASSERT_FALSE(sk.empty());
+  Stream s;
+  int checks = 0;
+  for (const kernels::KernelVariant* v : sk) {
+    ASSERT_EQ(v->dtype, KFORGE_HGEMM_F16) << v->name;
+    for (const Shape& sh : kShapes) {
+      const HgemmProblem p = fp16_problem(*v, sh);
+      const kforge_hgemm_problem abi = p.abi();
+      ASSERT_TRUE(v->supports(&abi)) << v->name << " " << sh.str();
+      const size_t ws_bytes = v->workspace_size(&abi);
+      ASSERT_GT(ws_bytes, 0u) << v->name << " " << sh.str();
+      DeviceBuffer ws(ws_bytes);
+      // Garbage where the flags and partials live: no flag may read as raised.
+      KF_CUDA(cudaMemsetAsync(ws.get(), 0xA5, ws_bytes, s.get()));
+      test::DeviceProblem d(p, Dist::kUniform, 17 + uint64_t(sh.m), s.get());
+      const kforge_hgemm_args args{abi, d.a.get(), d.b.get(), d.c.get(), ws.get(), ws_bytes};
+      const std::string what = std::string(v->name) + " " + sh.str();
+      auto check = [&](const char* how) {
+        const CheckResult r = check_full_gpu(p, d.a.as<__half>(), d.b.as<__half>(), d.c.as<__half>(), s.get());
+        ++checks;
+        EXPECT_TRUE(r.ok()) << what << " (" << how << "): " << r.describe();
+      };
+      // One call, checked; then the same again, compared bit for bit.
+      ASSERT_EQ(v->run(&args, s.get()), 0) << what;
+      check("first call");
+      const std::vector<__half> first = test::to_host(d.c.as<__half>(), elems_c(sh));
+      poison_nan(d.c.as<__half>(), elems_c(sh), s.get());
+      ASSERT_EQ(v->run(&args, s.get()), 0) << what;
+      KF_CUDA(cudaStreamSynchronize(s.get()));
+      const std::vector<__half> second = test::to_host(d.c.as<__half>(), elems_c(sh));
+      EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(__half)), 0)
+          << what << ": two runs differ (the owners' order of addition is fixed)";
+      // Twelve launches back to back on one workspace, no synchronisation between them.
+      poison_nan(d.c.as<__half>(), elems_c(sh), s.get());
+      for (int i = 0; i < 12; ++i) ASSERT_EQ(v->run(&args, s.get()), 0) << what;
+      check("twelve launches back to back");
+      // A graph of one launch (one epoch), replayed: each replay must find its flags lowered.
+      GraphExec g;
+      g.capture(s.get(), [&] { ASSERT_EQ(v->run(&args, s.get()), 0) << what; });
+      poison_nan(d.c.as<__half>(), elems_c(sh), s.get());
+      for (int i = 0; i < 5; ++i) g.launch(s.get());
+      check("graph replayed five times");
+    }
+    // Chained: the second call's A is the first call's output, launched right behind it.
+    const HgemmProblem p1 = fp16_problem(*v, {512, 5120, 5120}), p2 = fp16_problem(*v, {512, 2048, 5120});
+    const kforge_hgemm_problem a1 = p1.abi(), a2 = p2.abi();
+    const size_t ws_bytes = std::max(v->workspace_size(&a1), v->workspace_size(&a2));
+    DeviceBuffer ws(ws_bytes);
+    test::DeviceProblem d1(p1, Dist::kUniform, 5, s.get());
+    DeviceBuffer b2(elems_b(p2.shape) * 2), c2(elems_c(p2.shape) * 2);
+    fill_random(b2.as<__half>(), elems_b(p2.shape), Dist::kUniform, 6, s.get());
+    poison_nan(c2.as<__half>(), elems_c(p2.shape), s.get());
+    const kforge_hgemm_args x1{a1, d1.a.get(), d1.b.get(), d1.c.get(), ws.get(), ws_bytes};
+    const kforge_hgemm_args x2{a2, d1.c.get(), b2.get(), c2.get(), ws.get(), ws_bytes};
+    ASSERT_EQ(v->run(&x1, s.get()), 0) << v->name;
+    ASSERT_EQ(v->run(&x2, s.get()), 0) << v->name;
+    const CheckResult r = check_full_gpu(p2, d1.c.as<__half>(), b2.as<__half>(), c2.as<__half>(), s.get());
+    ++checks;
+    EXPECT_TRUE(r.ok()) << v->name << " (chained): " << r.describe();
+    // Too small a workspace is refused, not overrun.
+    const kforge_hgemm_args small{a1, d1.a.get(), d1.b.get(), d1.c.get(), ws.get(), v->workspace_size(&a1) - 1};
+    EXPECT_EQ(v->run(&small, s.get()), kernels::kRunUnsupported) << v->name;
+    const kforge_hgemm_args none{a1, d1.a.get(), d1.b.get(), d1.c.get(), nullptr, 0};
+    EXPECT_EQ(v->run(&none, s.get()), kernels::kRunUnsupported) << v->name;
+  }
+  std::printf("%zu stream-K variants, %d full checks\n", sk.size(), checks);
+}
+
+}  // namespace
+}  // namespace kforge
