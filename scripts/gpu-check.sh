@@ -89,6 +89,8 @@
 #           (heuristic and auto-tuned) on the 38 shapes of data/shapes/subset.txt, both layouts,
 #           offline, each side at its faster layout: bf16.csv, bf16-speedup.csv and bf16.log (~60 s).
 #           Expected ~150 s after a build; BF16_SHAPES overrides the shape set
+# RUNOFF_SAMPLES: the runoff samples of the offgrid and tune stages' bench (default 15, the bench's;
+# 0: no runoff, the method of the sessions before the twenty-first, to compare with their figures).
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
 # Missing development packages (SQLite headers) are taken from .gpu-deps/ when present
 # (made on a machine with apt by ../shared/tools/gpu-deps.sh .gpu-deps).
@@ -98,6 +100,7 @@ out=${OUT:-results/gpu-check}
 mkdir -p "$out"
 stages=("$@")
 ((${#stages[@]})) || stages=(build test grid grid2 subset compare)
+runoff=(--runoff-samples "${RUNOFF_SAMPLES:-15}")
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 build=build-gpu
 kf=./$build/kforge
@@ -369,7 +372,7 @@ if has offgrid; then
     if [ "$half" != a ] && [ "$left" -lt 60 ]; then echo "offgrid: ${left} s of the budget left: part $half and later skipped" | tee -a "$out/offgrid.log"; break; fi
     echo "-- half $half ($(wc -l <"$og/$half.txt") shapes, ${left} s left)" | tee -a "$out/offgrid.log"
     /usr/bin/time -f "offgrid $half wall %e s" timeout "$left" $kf hgemm bench --shapes "$og/$half.txt" \
-      --baselines lt_auto --speedup ours:lt_auto "${table[@]}" --mode offline,graph --no-db --table-limit 0 \
+      --baselines lt_auto --speedup ours:lt_auto "${table[@]}" "${runoff[@]}" --mode offline,graph --no-db --table-limit 0 \
       --out "$og/$half.csv" --speedup-out "$og/$half-speedup.csv" >>"$out/offgrid.log" 2>&1 || true
     grep -E "shapes, geomean|wall|warning|error" "$out/offgrid.log" | tail -3 || true
   done
@@ -447,7 +450,7 @@ if has tune; then
   [ "${TUNE_RETUNE:-0}" = 1 ] && stale=(--retune)
   /usr/bin/time -f "tune wall %e s" timeout 560 $kf hgemm tune --shapes "${TUNE_SHAPES:-grid}" --layouts nn,tn \
     --budget "${TUNE_BUDGET:-480}" --baselines "${TUNE_BASELINES:-ours_all}" --max-variants "${TUNE_VARIANTS:-8}" \
-    "${stale[@]}" --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" --variants-out "$out/tune-variants.csv" 2>&1 | tail -15 || true
+    "${stale[@]}" "${runoff[@]}" --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" --variants-out "$out/tune-variants.csv" 2>&1 | tail -15 || true
 fi
 if has ours; then
   echo "== kforge's dispatched kernels against cuBLASLt auto-tuning over the grid (offline), then graph and server on the subset"
