@@ -371,6 +371,24 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
       proposals.push_back({&v, scale});
     }
   }
+  // Stream-K (only with DeviceModel::stream_k, KFORGE_HGEMM_STREAMK=1, until measured): on aligned
+  // problems of at least 1e9 FLOP outside the decode regime, every stream-K variant competes at the
+  // nearest proposal's calibration, M or N under 128 included (122x10240x8192: 80 tiles of 128x128
+  // on 132 SMs, one round 61% full, where stream-K shares the K loops over every SM). On large
+  // problems the relatives above already hold them.
+  const bool mid = double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e9;
+  if (d.stream_k && mid && !small_m && !small_n && !proposals.empty() && !proposals.front().v->config.pad && d.cc == 90) {
+    const double scale = proposals.front().scale;
+    size_t count = 0;
+    const KernelVariant* all = variants(&count);
+    for (size_t i = 0; i < count; ++i) {
+      const KernelVariant& v = all[i];
+      if (!v.config.stream_k || v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype || !v.supports(&p)) continue;
+      if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == &v; }) != proposals.end())
+        continue;
+      proposals.push_back({&v, scale});
+    }
+  }
   // A padded twin pays its copies (two or three launches on a small shape): the best variant without
   // TMA, which needs none, competes with it.
   if (padded)

@@ -153,16 +153,13 @@ KFORGE_HD inline void stream_k_unit(const StreamKPlan& p, int cta, int u, int& t
 }
 
 // The owner of stream-K tile `tile` (its piece [0, ke) with ke < k_tiles) adds the partials of CTAs
-// owner + 1, ..., last, where `last` is returned: every CTA after the owner whose run starts inside the
-// tile (and is not empty).
+// owner + 1, ..., last, where `last` is returned: the CTAs after the owner whose runs start inside the
+// tile. No run of a plan is empty (without data-parallel rounds, sk_iters >= min_iters x grid; with
+// them, sk_iters >= k_tiles x grid), so each of them holds a piece of the tile.
 KFORGE_HD inline int stream_k_last_contributor(const StreamKPlan& p, int owner, int tile) {
   const int64_t end = int64_t(tile - p.dp_tiles + 1) * p.k_tiles;
   int last = owner;
-  for (int q = owner + 1; q < p.grid; ++q) {
-    const int64_t a = stream_k_begin(p, q);
-    if (a >= end) break;
-    if (stream_k_begin(p, q + 1) > a) last = q;
-  }
+  while (last + 1 < p.grid && stream_k_begin(p, last + 1) < end) ++last;
   return last;
 }
 

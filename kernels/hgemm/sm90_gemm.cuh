@@ -464,18 +464,17 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
             continue;
           }
           // The owner: wait for every contributor's flag (and lower it again for the next launch),
-          // then add their partials in CTA order.
+          // then add their partials in CTA order. (No run of a plan is empty: every CTA after the
+          // owner up to the last contributor holds a piece of this tile.)
           const int last = stream_k_last_contributor(skp, int(blockIdx.x), tile);
           if (ct == 0) {
             for (int q = int(blockIdx.x) + 1; q <= last; ++q) {
-              if (stream_k_begin(skp, q + 1) == stream_k_begin(skp, q)) continue;  // an empty run: no piece
               while (ld_acquire_gpu(&p.sk_flags[q]) != p.sk_epoch) __nanosleep(64);
               st_relaxed_gpu(&p.sk_flags[q], 0ull);
             }
           }
           named_sync(1, kCt);
           for (int q = int(blockIdx.x) + 1; q <= last; ++q) {
-            if (stream_k_begin(skp, q + 1) == stream_k_begin(skp, q)) continue;
             const float4* theirs = slots + size_t(q) * (T::kPartialFloats / 4);
 #pragma unroll
             for (int i = 0; i < T::kMmaM; ++i)

@@ -105,6 +105,7 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SM90_BF16(...) KF_BOTH_LAYOUTS(KF_SM90, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SM90_PP_BF16(...) KF_BOTH_LAYOUTS(KF_SM90_PP, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SM90_MC_BF16(...) KF_BOTH_LAYOUTS(KF_SM90_MC, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
+#define KF_SM90_SK_BF16(...) KF_BOTH_LAYOUTS(KF_SM90_SK, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SM80_BF16(...) KF_BOTH_LAYOUTS(KF_SM80, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SKINNY_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 #define KF_SMALLK_BF16(...) KF_BOTH_LAYOUTS(KF_SMALLK, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
@@ -114,10 +115,11 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 
 // The shares of the table in translation units of their own, appended by variants() (variants.cu) in
 // this order after its own rows: fp16 (variants_mid.cu, variants_small.cu, variants_streamk.cu), then
-// bf16 (variants_bf16.cu).
+// bf16 (variants_bf16.cu, then variants_streamk.cu's bf16 rows).
 const KernelVariant* fp16_mid_variants(size_t* count);
 const KernelVariant* fp16_small_variants(size_t* count);
 const KernelVariant* fp16_streamk_variants(size_t* count);
 const KernelVariant* bf16_variants(size_t* count);
+const KernelVariant* bf16_streamk_variants(size_t* count);
 
 }  // namespace kforge::kernels

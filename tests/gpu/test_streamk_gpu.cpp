@@ -29,9 +29,24 @@ using test::GpuTest;
 const Shape kShapes[] = {{256, 1024, 8192}, {512, 5120, 5120}, {2304, 2560, 1032}, {1536, 1408, 512},
                          {384, 4096, 64},   {1000, 1000, 1000}, {4096, 4096, 4096}};
 
-HgemmProblem fp16_problem(const kernels::KernelVariant& v, const Shape& sh) {
-  return {sh, v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN, Acc::kF32};
+// The problem of shape `sh` in variant `v`'s layout and dtype (fp16 or bf16; fp32 accumulation).
+HgemmProblem problem_for(const kernels::KernelVariant& v, const Shape& sh) {
+  return {sh, v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN, Acc::kF32,
+          v.dtype == KFORGE_HGEMM_BF16 ? Dtype::kBF16 : Dtype::kF16};
 }
+
+// Device operands of `p` in its dtype: A and B random, C poisoned.
+struct Operands {
+  HgemmProblem p;
+  DeviceBuffer a, b, c;
+  Operands(const HgemmProblem& prob, uint64_t seed, cudaStream_t s)
+      : p(prob), a(elems_a(prob.shape) * 2), b(elems_b(prob.shape) * 2), c(elems_c(prob.shape) * 2) {
+    fill_random(a.as<__half>(), elems_a(p.shape), Dist::kUniform, seed, s, p.dtype);
+    fill_random(b.as<__half>(), elems_b(p.shape), Dist::kUniform, seed + 1, s, p.dtype);
+    poison(s);
+  }
+  void poison(cudaStream_t s) { poison_nan(c.as<__half>(), elems_c(p.shape), s, p.dtype); }
+};
 
 std::vector<const kernels::KernelVariant*> stream_k_variants() {
   size_t count = 0;
@@ -50,9 +65,8 @@ TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
   Stream s;
   int checks = 0;
   for (const kernels::KernelVariant* v : sk) {
-    ASSERT_EQ(v->dtype, KFORGE_HGEMM_F16) << v->name;
     for (const Shape& sh : kShapes) {
-      const HgemmProblem p = fp16_problem(*v, sh);
+      const HgemmProblem p = problem_for(*v, sh);
       const kforge_hgemm_problem abi = p.abi();
       ASSERT_TRUE(v->supports(&abi)) << v->name << " " << sh.str();
       const size_t ws_bytes = v->workspace_size(&abi);
@@ -60,7 +74,7 @@ TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
       DeviceBuffer ws(ws_bytes);
       // Garbage where the flags and partials live: no flag may read as raised.
       KF_CUDA(cudaMemsetAsync(ws.get(), 0xA5, ws_bytes, s.get()));
-      test::DeviceProblem d(p, Dist::kUniform, 17 + uint64_t(sh.m), s.get());
+      Operands d(p, 17 + uint64_t(sh.m), s.get());
       const kforge_hgemm_args args{abi, d.a.get(), d.b.get(), d.c.get(), ws.get(), ws_bytes};
       const std::string what = std::string(v->name) + " " + sh.str();
       auto check = [&](const char* how) {
@@ -72,32 +86,32 @@ TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
       ASSERT_EQ(v->run(&args, s.get()), 0) << what;
       check("first call");
       const std::vector<__half> first = test::to_host(d.c.as<__half>(), elems_c(sh));
-      poison_nan(d.c.as<__half>(), elems_c(sh), s.get());
+      d.poison(s.get());
       ASSERT_EQ(v->run(&args, s.get()), 0) << what;
       KF_CUDA(cudaStreamSynchronize(s.get()));
       const std::vector<__half> second = test::to_host(d.c.as<__half>(), elems_c(sh));
       EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(__half)), 0)
           << what << ": two runs differ (the owners' order of addition is fixed)";
       // Twelve launches back to back on one workspace, no synchronisation between them.
-      poison_nan(d.c.as<__half>(), elems_c(sh), s.get());
+      d.poison(s.get());
       for (int i = 0; i < 12; ++i) ASSERT_EQ(v->run(&args, s.get()), 0) << what;
       check("twelve launches back to back");
       // A graph of one launch (one epoch), replayed: each replay must find its flags lowered.
       GraphExec g;
       g.capture(s.get(), [&] { ASSERT_EQ(v->run(&args, s.get()), 0) << what; });
-      poison_nan(d.c.as<__half>(), elems_c(sh), s.get());
+      d.poison(s.get());
       for (int i = 0; i < 5; ++i) g.launch(s.get());
       check("graph replayed five times");
     }
     // Chained: the second call's A is the first call's output, launched right behind it.
-    const HgemmProblem p1 = fp16_problem(*v, {512, 5120, 5120}), p2 = fp16_problem(*v, {512, 2048, 5120});
+    const HgemmProblem p1 = problem_for(*v, {512, 5120, 5120}), p2 = problem_for(*v, {512, 2048, 5120});
     const kforge_hgemm_problem a1 = p1.abi(), a2 = p2.abi();
     const size_t ws_bytes = std::max(v->workspace_size(&a1), v->workspace_size(&a2));
     DeviceBuffer ws(ws_bytes);
-    test::DeviceProblem d1(p1, Dist::kUniform, 5, s.get());
+    Operands d1(p1, 5, s.get());
     DeviceBuffer b2(elems_b(p2.shape) * 2), c2(elems_c(p2.shape) * 2);
-    fill_random(b2.as<__half>(), elems_b(p2.shape), Dist::kUniform, 6, s.get());
-    poison_nan(c2.as<__half>(), elems_c(p2.shape), s.get());
+    fill_random(b2.as<__half>(), elems_b(p2.shape), Dist::kUniform, 6, s.get(), p2.dtype);
+    poison_nan(c2.as<__half>(), elems_c(p2.shape), s.get(), p2.dtype);
     const kforge_hgemm_args x1{a1, d1.a.get(), d1.b.get(), d1.c.get(), ws.get(), ws_bytes};
     const kforge_hgemm_args x2{a2, d1.c.get(), b2.get(), c2.get(), ws.get(), ws_bytes};
     ASSERT_EQ(v->run(&x1, s.get()), 0) << v->name;
@@ -111,7 +125,7 @@ TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
     const kforge_hgemm_args none{a1, d1.a.get(), d1.b.get(), d1.c.get(), nullptr, 0};
     EXPECT_EQ(v->run(&none, s.get()), kernels::kRunUnsupported) << v->name;
   }
-  std::printf("%zu stream-K variants, %d full checks\n", sk.size(), checks);
+  std::printf("%zu stream-K variants (fp16 and bf16), %d full checks\n", sk.size(), checks);
 }
 
 }  // namespace
