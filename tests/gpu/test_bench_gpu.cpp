@@ -37,6 +37,34 @@ TEST_F(GpuTest, BenchWritesCsvJsonAndDatabaseInEveryMode) {
   EXPECT_NE(r.out.find("geometric mean"), std::string::npos) << r.out;
 }
 
+// The runoff: with a margin of 100% every alternative is within noise, so each implementation with
+// several (ours_all's kernels, lt_auto's algorithms) sends --runoff-max of them to the runoff, whose
+// second measurement is what the row reports; --runoff-samples 0 leaves the first round's.
+TEST_F(GpuTest, BenchRunoffRetimesTheCloseAlternativesAndReportsTheSecondMeasurement) {
+  const std::string dir = test::temp_dir();
+  auto r = run_kforge("hgemm bench --shapes 1024x1024x1024 --layouts tn --baselines ours_all,lt_auto,cublas --max-variants 6 "
+                      "--samples 3 --runoff-samples 7 --runoff-margin 1 --runoff-max 3 --no-db --out " + dir + "/r.csv");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto rows = parse_results_csv(read_file(dir + "/r.csv"), "r.csv");
+  ASSERT_EQ(rows.size(), 3u);
+  for (const Measurement& m : rows) {
+    EXPECT_TRUE(m.verified) << m.key();
+    if (m.impl == "cublas") {
+      EXPECT_EQ(m.time_us.n, 7) << "every implementation's best is in the runoff";
+      continue;
+    }
+    EXPECT_NE(m.algo.find(", runoff of 3: "), std::string::npos) << m.algo;
+    EXPECT_EQ(m.time_us.n, 7) << m.algo << ": the runoff's samples";
+  }
+  auto off = run_kforge("hgemm bench --shapes 1024x1024x1024 --layouts tn --baselines ours_all --max-variants 4 --samples 3 "
+                        "--runoff-samples 0 --no-db --out " + dir + "/off.csv");
+  ASSERT_EQ(off.rc, 0) << off.err;
+  auto first = parse_results_csv(read_file(dir + "/off.csv"), "off.csv");
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].algo.find("runoff"), std::string::npos) << first[0].algo;
+  EXPECT_EQ(first[0].time_us.n, 3);
+}
+
 TEST_F(GpuTest, BenchRefusesAShapeThatDoesNotFit) {
   const std::string dir = test::temp_dir();
   auto r = run_kforge("hgemm bench --shapes 64x64x64,1000000x1000000x1000 --out " + dir + "/r.csv --db " + dir + "/runs.db");
