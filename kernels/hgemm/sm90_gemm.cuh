@@ -950,7 +950,7 @@ struct Gemm {
     if (!prepare()) return kRunLaunchFailed;
 
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attrs[2];
+    cudaLaunchAttribute attrs[3];
     cfg.blockDim = dim3(T::kThreads);
     cfg.dynamicSmemBytes = T::kSmemBytes;
     cfg.stream = stream;
@@ -977,6 +977,12 @@ struct Gemm {
       p.sk_flags = reinterpret_cast<unsigned long long*>(base + size_t(plan.grid) * T::kPartialFloats * 4);
       p.sk_epoch = stream_k_epoch();
       cfg.gridDim = dim3(plan.grid);
+      // A cooperative launch: the whole grid is resident at once or not started, so an owner never
+      // spins on a contributor that waits for an SM (two stream-K GEMMs on two streams, each
+      // partly resident, would otherwise wait on each other forever).
+      attrs[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
+      attrs[cfg.numAttrs].val.cooperative = 1;
+      ++cfg.numAttrs;
     } else if constexpr (MCAST > 1) {
       // Pairs of CTAs; a persistent grid holds only as many pairs as can be resident at once (a
       // cluster must fit in one GPC), or the last pairs would run as a second wave.

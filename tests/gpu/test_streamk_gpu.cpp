@@ -128,5 +128,37 @@ TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
   std::printf("%zu stream-K variants (fp16 and bf16), %d full checks\n", sk.size(), checks);
 }
 
+// Two stream-K GEMMs on two streams at once, each with its own workspace, many times: neither may
+// wait for the other (owners spin on contributors, so a grid only partly resident beside another
+// one's would wait forever: the launches are cooperative, the whole grid resident or not started).
+// Both outputs checked in full. A hang here is the defect (ctest's time-out ends it).
+TEST_F(GpuTest, StreamKOnTwoStreamsAtOnceNeitherWaitsForTheOther) {
+  const DeviceInfo dev = query_device(0);
+  if (dev.cc_major * 10 + dev.cc_minor != 90) GTEST_SKIP() << "the stream-K variants are sm_90a code";
+  for (const kernels::KernelVariant* v : stream_k_variants()) {
+    if (v->dtype != KFORGE_HGEMM_F16) continue;
+    const HgemmProblem p = problem_for(*v, {512, 5120, 5120});
+    const kforge_hgemm_problem abi = p.abi();
+    const size_t ws_bytes = v->workspace_size(&abi);
+    Stream s1, s2;
+    DeviceBuffer w1(ws_bytes), w2(ws_bytes);
+    Operands d1(p, 21, s1.get()), d2(p, 22, s2.get());
+    KF_CUDA(cudaStreamSynchronize(s1.get()));
+    KF_CUDA(cudaStreamSynchronize(s2.get()));
+    const kforge_hgemm_args x1{abi, d1.a.get(), d1.b.get(), d1.c.get(), w1.get(), ws_bytes};
+    const kforge_hgemm_args x2{abi, d2.a.get(), d2.b.get(), d2.c.get(), w2.get(), ws_bytes};
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ(v->run(&x1, s1.get()), 0) << v->name;
+      ASSERT_EQ(v->run(&x2, s2.get()), 0) << v->name;
+    }
+    KF_CUDA(cudaStreamSynchronize(s1.get()));
+    KF_CUDA(cudaStreamSynchronize(s2.get()));
+    for (Operands* d : {&d1, &d2}) {
+      const CheckResult r = check_full_gpu(p, d->a.as<__half>(), d->b.as<__half>(), d->c.as<__half>(), s1.get());
+      EXPECT_TRUE(r.ok()) << v->name << " (two streams): " << r.describe();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kforge
