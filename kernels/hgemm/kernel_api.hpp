@@ -96,7 +96,8 @@ struct StreamKPlan {
 
 // The plan for `tiles` output tiles of `k_tiles` k tiles on at most `slots` resident CTAs. Where the
 // tiles fill whole rounds there is nothing to balance: all data-parallel. With no whole round left
-// data-parallel, fewer CTAs than slots where each would get under `min_iters` iterations.
+// data-parallel, fewer CTAs than slots where each would get under `min_iters` iterations, but never
+// fewer than min(tiles, slots).
 KFORGE_HD inline StreamKPlan stream_k_plan(int64_t tiles, int k_tiles, int slots, int min_iters) {
   StreamKPlan p;
   if (tiles <= 0 || k_tiles <= 0 || slots <= 0 || tiles > 0x7FFFFFFF) return p;
@@ -113,14 +114,19 @@ KFORGE_HD inline StreamKPlan stream_k_plan(int64_t tiles, int k_tiles, int slots
   if (p.dp_tiles == 0) {
     const int64_t by_work = p.sk_iters / (min_iters > 0 ? min_iters : 1);
     grid = by_work < 1 ? 1 : by_work < grid ? by_work : grid;
+    // Never fewer CTAs than whole tiles can use: with under min_iters k tiles per tile there is no K
+    // to share, and fewer CTAs would only queue whole tiles (384x4096x64 on 128x256: 48 tiles of
+    // one k tile would run 4 to a CTA on 12).
+    const int64_t whole = tiles < slots ? tiles : slots;
+    if (grid < whole) grid = whole;
   }
   p.grid = int(grid);
   return p;
 }
 
 // The stream-K variants' `min_iters`: no CTA of a plan without data-parallel rounds gets under 4 k
-// tiles (256 of K): fewer CTAs than SMs on small problems rather than slivers of K, each a pipeline
-// fill and a partial for one tile's worth of stores.
+// tiles (256 of K), or under a whole tile's k tiles where a tile has fewer: fewer CTAs than SMs on
+// small problems rather than slivers of K, each a pipeline fill and a partial for one tile's stores.
 constexpr int kStreamKMinIters = 4;
 
 // The first stream-K iteration of CTA `cta` (0 <= cta <= grid; grid gives the end), relative to the

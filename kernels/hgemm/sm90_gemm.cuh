@@ -1003,7 +1003,10 @@ struct Gemm {
     } else {
       cfg.gridDim = dim3(PERSISTENT ? balanced_grid(tiles, d.sms) : tiles);
     }
-    if (programmatic_launch_enabled()) {
+    // Programmatic dependent launch, except for stream-K: whether a cooperative launch takes the
+    // attribute too is not yet known (a refused launch inside a stream capture would invalidate the
+    // capture, not just fall back).
+    if (!STREAMK && programmatic_launch_enabled()) {
       // Programmatic dependent launch (the kernel waits for its predecessor before touching memory).
       attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attrs[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;

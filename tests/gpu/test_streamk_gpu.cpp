@@ -21,11 +21,12 @@ namespace {
 
 using test::GpuTest;
 
-// Shapes that take every path of the plan on 132 SMs (128 x 128 tiles named; the other tiles land
-// in the same regimes): 16 tiles of 128 k tiles (each tile cut into ~8 pieces: an owner waits for
-// several contributors), 160 tiles (one round and a fraction: all stream-K), 360 tiles (two whole
-// rounds data-parallel, the rest stream-K), 132 tiles (whole rounds only), one k tile (no tile can be
-// cut), edge tiles in M and N with a K that is not a multiple of 64, and a large square problem.
+// Shapes that take every path of the plan on 132 SMs (counted for 128 x 128 tiles; the wider tiles
+// land in the all-stream-K regime more often): 16 tiles of 128 k tiles (each tile cut into ~8
+// pieces: an owner waits for several contributors), 160 tiles (one round and a fraction: all
+// stream-K), 360 tiles (one whole round data-parallel, the rest stream-K), 132 tiles (whole rounds
+// only: all data-parallel), one k tile (no tile can be cut), edge tiles in M and N with a K that is
+// not a multiple of 64, and 4096^3 (data-parallel rounds and stream-K for every tile size).
 const Shape kShapes[] = {{256, 1024, 8192}, {512, 5120, 5120}, {2304, 2560, 1032}, {1536, 1408, 512},
                          {384, 4096, 64},   {1000, 1000, 1000}, {4096, 4096, 4096}};
 
@@ -92,15 +93,36 @@ TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
       const std::vector<__half> second = test::to_host(d.c.as<__half>(), elems_c(sh));
       EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(__half)), 0)
           << what << ": two runs differ (the owners' order of addition is fixed)";
-      // Twelve launches back to back on one workspace, no synchronisation between them.
-      d.poison(s.get());
-      for (int i = 0; i < 12; ++i) ASSERT_EQ(v->run(&args, s.get()), 0) << what;
-      check("twelve launches back to back");
-      // A graph of one launch (one epoch), replayed: each replay must find its flags lowered.
+      // Twelve launches back to back on one workspace, no synchronisation between them, each into a
+      // C of its own, every one compared bit for bit with the first run (an owner that read a
+      // partial too early in any of them shows, not only in the last).
+      const size_t c_bytes = elems_c(sh) * 2;
+      std::vector<DeviceBuffer> outs;
+      for (int i = 0; i < 12; ++i) {
+        outs.emplace_back(c_bytes);
+        poison_nan(outs.back().as<__half>(), elems_c(sh), s.get(), p.dtype);
+      }
+      for (int i = 0; i < 12; ++i) {
+        kforge_hgemm_args each = args;
+        each.c = outs[size_t(i)].get();
+        ASSERT_EQ(v->run(&each, s.get()), 0) << what;
+      }
+      KF_CUDA(cudaStreamSynchronize(s.get()));
+      for (int i = 0; i < 12; ++i) {
+        const std::vector<__half> got = test::to_host(outs[size_t(i)].as<__half>(), elems_c(sh));
+        EXPECT_EQ(std::memcmp(first.data(), got.data(), c_bytes), 0) << what << ": launch " << i << " of 12 back to back";
+      }
+      // A graph of one launch (one epoch), replayed: each replay must find its flags lowered and
+      // write the same output.
       GraphExec g;
       g.capture(s.get(), [&] { ASSERT_EQ(v->run(&args, s.get()), 0) << what; });
-      d.poison(s.get());
-      for (int i = 0; i < 5; ++i) g.launch(s.get());
+      for (int i = 0; i < 5; ++i) {
+        d.poison(s.get());
+        g.launch(s.get());
+        KF_CUDA(cudaStreamSynchronize(s.get()));
+        const std::vector<__half> got = test::to_host(d.c.as<__half>(), elems_c(sh));
+        EXPECT_EQ(std::memcmp(first.data(), got.data(), c_bytes), 0) << what << ": graph replay " << i;
+      }
       check("graph replayed five times");
     }
     // Chained: the second call's A is the first call's output, launched right behind it.

@@ -781,7 +781,7 @@ TEST(HgemmKernels, TunerMeasuresEveryFamilysBestPredicted) {
 // its tile; the K loops shared evenly; no CTA of a plan without whole rounds under min_iters.
 TEST(HgemmKernels, StreamKPlanCoversEveryIterationOnceWithOneOwnerPerTile) {
   int plans = 0;
-  for (int slots : {1, 2, 7, 132})
+  for (int slots : {1, 2, 7, 114, 132})
     for (int64_t tiles : {1, 2, 7, 64, 100, 131, 132, 133, 160, 263, 264, 265, 300, 1000, 2049})
       for (int kt : {1, 2, 3, 4, 5, 16, 64, 129}) {
         const std::string what = std::to_string(tiles) + " tiles x " + std::to_string(kt) + " k tiles on " +
@@ -797,6 +797,7 @@ TEST(HgemmKernels, StreamKPlanCoversEveryIterationOnceWithOneOwnerPerTile) {
         if (tiles % slots == 0) EXPECT_EQ(p.dp_tiles, tiles) << what;            // whole rounds: nothing to balance
         else EXPECT_LT(sk_tiles, 2 * int64_t(slots)) << what;                      // at most two rounds' worth
         if (tiles >= 2 * int64_t(slots)) EXPECT_EQ(p.grid, slots) << what;
+        EXPECT_GE(p.grid, std::min<int64_t>(tiles, slots)) << what << ": whole tiles left queued on fewer CTAs";
         std::vector<int> seen(size_t(tiles * kt), 0);
         std::vector<int> owners(size_t(tiles), 0);
         std::vector<std::set<int>> pieces_by(static_cast<size_t>(tiles));  // CTAs with a contributor piece of the tile
@@ -836,7 +837,7 @@ TEST(HgemmKernels, StreamKPlanCoversEveryIterationOnceWithOneOwnerPerTile) {
           least = std::min(least, sk_work);
           most = std::max(most, sk_work);
           if (p.dp_tiles == 0 && p.sk_iters >= kernels::kStreamKMinIters)
-            EXPECT_GE(sk_work, kernels::kStreamKMinIters) << what << ": cta " << c;
+            EXPECT_GE(sk_work, std::min(kernels::kStreamKMinIters, kt)) << what << ": cta " << c;
         }
         if (p.sk_iters > 0) EXPECT_LE(most - least, 1) << what;
         for (int64_t i = 0; i < tiles * kt; ++i) ASSERT_EQ(seen[size_t(i)], 1) << what << ": iteration " << i;
@@ -850,7 +851,7 @@ TEST(HgemmKernels, StreamKPlanCoversEveryIterationOnceWithOneOwnerPerTile) {
           EXPECT_EQ(expect, pieces_by[size_t(t)]) << what << ": tile " << t;
         }
       }
-  EXPECT_EQ(plans, 4 * 15 * 8);
+  EXPECT_EQ(plans, 5 * 15 * 8);
   // Degenerate inputs give no plan (the launch refuses it).
   EXPECT_EQ(kernels::stream_k_plan(0, 4, 132, 4).grid, 0);
   EXPECT_EQ(kernels::stream_k_plan(10, 0, 132, 4).grid, 0);
