@@ -8,19 +8,13 @@
 namespace kforge::kernels {
 namespace {
 
-const KernelVariant kVariantsStreamK[] = {
-    // The persistent cooperative tiles of variants.cu, stream-K.
-    KF_SM90_SK_F32(128, 256, 4, 8)
-    KF_SM90_SK_F32(128, 192, 4, 8)
-    KF_SM90_SK_F32(128, 128, 6, 8)
-};
+// The persistent cooperative tiles of variants.cu, stream-K; one list for both element types, so
+// that every fp16 stream-K variant has its bf16 twin (dtype_twin: an fp16 entry's stream-K winner
+// proposes it to bf16 problems).
+#define KF_STREAMK_TILES(ROW) ROW(128, 256, 4, 8) ROW(128, 192, 4, 8) ROW(128, 128, 6, 8)
 
-// Their bf16 twins (dtype_twin: an fp16 entry's stream-K winner proposes its bf16 twin).
-const KernelVariant kVariantsStreamKBf16[] = {
-    KF_SM90_SK_BF16(128, 256, 4, 8)
-    KF_SM90_SK_BF16(128, 192, 4, 8)
-    KF_SM90_SK_BF16(128, 128, 6, 8)
-};
+const KernelVariant kVariantsStreamK[] = {KF_STREAMK_TILES(KF_SM90_SK_F32)};
+const KernelVariant kVariantsStreamKBf16[] = {KF_STREAMK_TILES(KF_SM90_SK_BF16)};
 
 }  // namespace
 

@@ -868,6 +868,22 @@ TEST(HgemmKernels, StreamKVariantsAreModelledAndOffByDefault) {
   ASSERT_TRUE(sk && plain);
   EXPECT_TRUE(sk->config.stream_k);
   EXPECT_TRUE(sk->config.persistent);
+  // Every stream-K variant: fp32 accumulation, both layouts, and fp16 ones with a bf16 twin.
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  int f16 = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    if (!v.config.stream_k) continue;
+    EXPECT_EQ(v.acc, KFORGE_HGEMM_ACC_F32) << v.name;
+    EXPECT_EQ(v.config.family, kernels::Family::kSm90) << v.name;
+    if (v.dtype != KFORGE_HGEMM_F16) continue;
+    ++f16;
+    const kernels::KernelVariant* twin = kernels::dtype_twin(v, KFORGE_HGEMM_BF16);
+    ASSERT_NE(twin, nullptr) << v.name;
+    EXPECT_TRUE(twin->config.stream_k) << twin->name;
+  }
+  EXPECT_EQ(f16, 6);
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   auto model = [&](const kernels::KernelVariant* v, int64_t m, int64_t n, int64_t k) {
     return kernels::predicted_us(v->config, m, n, k, h, 132);
