@@ -92,6 +92,8 @@ struct Traits {
   // consumer thread ct at float4 index e x consumer threads + ct, so that each store is coalesced).
   static constexpr int kPartialVec = kMmaM * kAccRegs / 4;
   static constexpr int kPartialFloats = BM * BN;
+  static_assert(!STREAMK || (kAccRegs % 4 == 0 && kPartialVec * CONSUMERS * 128 * 4 == kPartialFloats),
+                "stream-K: the consumer threads' float4s fill exactly one BM x BN partial slot");
 };
 
 // ---------------------------------------------------------------------------------------------
