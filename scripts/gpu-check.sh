@@ -29,7 +29,9 @@
 #           bit for bit twice; ctest-streamk.log, ~30-60 s), then, unless STREAMK_BENCH=0, every
 #           variant vs cuBLASLt auto-tuned on mid-size shapes whose last round is partly empty (graph
 #           mode, tn; STREAMK_SHAPES overrides them): streamk.csv and streamk-variants.csv, where each
-#           _sk variant stands beside its persistent twin (_true). The dispatcher's A/B is the
+#           _sk variant stands beside its persistent twin (_true). The tests run a second time with
+#           KFORGE_HGEMM_STREAMK_PDL=1 (ctest-streamk-pdl.log: does the driver take programmatic
+#           dependent launch beside the cooperative attribute?). The dispatcher's A/B is the
 #           offgrid stage run twice, with KFORGE_HGEMM_STREAMK=1 and without
 #   offgrid-probe  issue 18's open questions measured on a few probe shapes, graph mode, tn, every
 #           variant (~10 s): M from 192 to 384 at 3072 x 8192, the same tile grid for M = 129..256
@@ -314,6 +316,10 @@ if has streamk; then
   echo "== stream-K: GPU correctness, then every variant on mid-size shapes with a partly empty last round"
   timeout 240 ctest --test-dir "$build" --output-on-failure -R "StreamK" 2>&1 |
     tee "$out/ctest-streamk.log" | grep -E "full checks|Passed|Failed|SKIPPED|tests passed|Expected|Which is|\*\*\*|differ" | head -40 || true
+  # The same with programmatic dependent launch beside the cooperative attribute: does the driver take
+  # the pair (a refusal inside the graph test's capture fails that test)?
+  KFORGE_HGEMM_STREAMK_PDL=1 timeout 240 ctest --test-dir "$build" --output-on-failure -R "StreamK" 2>&1 |
+    tee "$out/ctest-streamk-pdl.log" | grep -E "full checks|Passed|Failed|tests passed|Expected|\*\*\*|differ" | head -20 || true
   if [ "${STREAMK_BENCH:-1}" != 0 ]; then
     timeout 240 $kf hgemm bench --baselines ours_all,lt_auto --no-db --mode graph --layouts tn --samples 5 \
       --shapes "${STREAMK_SHAPES:-463x5120x5120,480x9216x3072,512x5120x3072,256x5120x13824,122x10240x8192,2042x5120x5120,3072x3072x3072,1024x10240x8192}" \

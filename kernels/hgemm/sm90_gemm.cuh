@@ -751,6 +751,14 @@ inline bool programmatic_launch_enabled() {
   return on;
 }
 
+// Programmatic dependent launch beside the stream-K variants' cooperative attribute only under
+// KFORGE_HGEMM_STREAMK_PDL=1 (read once): whether the driver takes the pair is not yet known, and a
+// refused launch inside a stream capture would invalidate the capture. For the first GPU run's A/B.
+inline bool stream_k_programmatic_launch() {
+  static const bool on = env_is("KFORGE_HGEMM_STREAMK_PDL", "1");
+  return on;
+}
+
 // Edge tiles shifted inside the tensor (Params::m_last), unless KFORGE_HGEMM_EDGE=clip (read once):
 // a TMA box that runs past the tensor's last row measured ~3 ns per missing row on the H200
 // (docs/perf-notes.md, twelfth session), which a memory-bound edge tile cannot hide.
@@ -1005,10 +1013,9 @@ struct Gemm {
     } else {
       cfg.gridDim = dim3(PERSISTENT ? balanced_grid(tiles, d.sms) : tiles);
     }
-    // Programmatic dependent launch, except for stream-K: whether a cooperative launch takes the
-    // attribute too is not yet known (a refused launch inside a stream capture would invalidate the
-    // capture, not just fall back).
-    if (!STREAMK && programmatic_launch_enabled()) {
+    // Programmatic dependent launch; for stream-K only under KFORGE_HGEMM_STREAMK_PDL=1
+    // (stream_k_programmatic_launch).
+    if ((!STREAMK || stream_k_programmatic_launch()) && programmatic_launch_enabled()) {
       // Programmatic dependent launch (the kernel waits for its predecessor before touching memory).
       attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attrs[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
