@@ -242,8 +242,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // its contributors a partial (BM x BN floats) written and its owner the same read back, through L2
   // at ~100 GB/s per SM, and a pipeline refill (~1 us) per piece. Not yet measured: a prediction.
   if (c.stream_k && c.family == Family::kSm90) {
-    const int64_t tiles = int64_t(std::ceil(double(m) / c.bm) * std::ceil(double(n) / c.bn));
-    const StreamKPlan plan = stream_k_plan(tiles, int((k + 63) / 64), int(sms), kStreamKMinIters);
+    const StreamKPlan plan = stream_k_plan(int64_t(ctas), int((k + c.bk - 1) / c.bk), int(sms), kStreamKMinIters);
     if (plan.grid > 0) {
       const double rounds = double(plan.dp_tiles / plan.grid) + double(plan.sk_iters) / (double(plan.grid) * plan.k_tiles);
       const bool cut = plan.sk_iters % plan.grid != 0 || (plan.sk_iters / plan.grid) % plan.k_tiles != 0;

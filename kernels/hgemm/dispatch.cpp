@@ -343,6 +343,20 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
       }
     }
   }
+  // Every variant of the problem's layout, accumulation and dtype that `keep` takes and that serves
+  // it, not yet proposed, at the nearest proposal's calibration.
+  const auto propose_all = [&](auto keep) {
+    const double scale = proposals.front().scale;
+    size_t count = 0;
+    const KernelVariant* all = variants(&count);
+    for (size_t i = 0; i < count; ++i) {
+      const KernelVariant& v = all[i];
+      if (!keep(v.config) || v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype || !v.supports(&p)) continue;
+      if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == &v; }) != proposals.end())
+        continue;
+      proposals.push_back({&v, scale});
+    }
+  };
   // Outside the decode regime the nearest winner's relatives compete too: every unsplit sm90
   // variant of the same layout, accumulation and dtype,
   // predicted by the model at this shape with the nearest proposal's calibration. The neighbours
@@ -356,39 +370,18 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   // model charges coarsely) and 2% on those under 1e9 FLOP, where launch and prologue costs that
   // the model does not hold decide, while on large shapes they gained up to 21% (1024x10240x8192).
   const bool large = double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e10 && p.m >= 128 && p.n >= 128;
-  if (large && !small_m && !small_n && !proposals.empty() && !proposals.front().v->config.pad && neighbour_siblings() &&
-      d.cc == 90) {
-    const double scale = proposals.front().scale;
-    size_t count = 0;
-    const KernelVariant* all = variants(&count);
-    for (size_t i = 0; i < count; ++i) {
-      const KernelVariant& v = all[i];
-      if (v.config.family != Family::kSm90 || v.config.splitk != 1 || v.config.pad) continue;
-      if (v.config.stream_k && !d.stream_k) continue;  // not yet measured (DeviceModel::stream_k)
-      if (v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype || !v.supports(&p)) continue;
-      if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == &v; }) != proposals.end())
-        continue;
-      proposals.push_back({&v, scale});
-    }
-  }
+  const bool aligned_tma = !small_m && !small_n && !proposals.empty() && !proposals.front().v->config.pad && d.cc == 90;
+  if (large && aligned_tma && neighbour_siblings())
+    propose_all([](const KernelConfig& c) {
+      return c.family == Family::kSm90 && c.splitk == 1 && !c.pad && !c.stream_k;  // stream-K: below
+    });
   // Stream-K (only with DeviceModel::stream_k, KFORGE_HGEMM_STREAMK=1, until measured): on aligned
   // problems of at least 1e9 FLOP outside the decode regime, every stream-K variant competes at the
   // nearest proposal's calibration, M or N under 128 included (122x10240x8192: 80 tiles of 128x128
-  // on 132 SMs, one round 61% full, where stream-K shares the K loops over every SM). On large
-  // problems the relatives above already hold them.
+  // on 132 SMs, one round 61% full, where stream-K shares the K loops over every SM). They come after
+  // the relatives, as they stand after them in the table: on a tie the relative stays.
   const bool mid = double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e9;
-  if (d.stream_k && mid && !small_m && !small_n && !proposals.empty() && !proposals.front().v->config.pad && d.cc == 90) {
-    const double scale = proposals.front().scale;
-    size_t count = 0;
-    const KernelVariant* all = variants(&count);
-    for (size_t i = 0; i < count; ++i) {
-      const KernelVariant& v = all[i];
-      if (!v.config.stream_k || v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype || !v.supports(&p)) continue;
-      if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == &v; }) != proposals.end())
-        continue;
-      proposals.push_back({&v, scale});
-    }
-  }
+  if (d.stream_k && mid && aligned_tma) propose_all([](const KernelConfig& c) { return c.stream_k; });
   // A padded twin pays its copies (two or three launches on a small shape): the best variant without
   // TMA, which needs none, competes with it.
   if (padded)

@@ -160,8 +160,9 @@ KFORGE_HD inline void stream_k_unit(const StreamKPlan& p, int cta, int u, int& t
 
 // The owner of stream-K tile `tile` (its piece [0, ke) with ke < k_tiles) adds the partials of CTAs
 // owner + 1, ..., last, where `last` is returned: the CTAs after the owner whose runs start inside the
-// tile. No run of a plan is empty (without data-parallel rounds, sk_iters >= min_iters x grid; with
-// them, sk_iters >= k_tiles x grid), so each of them holds a piece of the tile.
+// tile. No run of a plan is empty (sk_iters >= grid: without data-parallel rounds the grid is at most
+// max(sk_iters / min_iters, tiles); with them, sk_iters >= k_tiles x grid), so each of them holds a
+// piece of the tile.
 KFORGE_HD inline int stream_k_last_contributor(const StreamKPlan& p, int owner, int tile) {
   const int64_t end = int64_t(tile - p.dp_tiles + 1) * p.k_tiles;
   int last = owner;

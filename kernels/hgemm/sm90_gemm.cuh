@@ -448,6 +448,9 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
           constexpr int kCt = CONSUMERS * 128;  // consumer threads
           const int ct = int(threadIdx.x) - 128;
           float4* slots = reinterpret_cast<float4*>(p.sk_partials);
+          // Where this thread's float4 (i, j4) of a partial lives in a slot: the writer's and the
+          // owner's one index.
+          auto at = [ct](int i, int j4) { return (i * (T::kAccRegs / 4) + j4) * kCt + ct; };
           if (kb != 0) {
             // A contributor (this is its run's first piece): park the partial in this CTA's slot, then
             // raise its flag once every consumer thread's stores are done. Not stored here.
@@ -456,7 +459,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
             for (int i = 0; i < T::kMmaM; ++i)
 #pragma unroll
               for (int j4 = 0; j4 < T::kAccRegs / 4; ++j4)
-                mine[(i * (T::kAccRegs / 4) + j4) * kCt + ct] =
+                mine[at(i, j4)] =
                     make_float4(acc[i][4 * j4], acc[i][4 * j4 + 1], acc[i][4 * j4 + 2], acc[i][4 * j4 + 3]);
             named_sync(1, kCt);
             if (ct == 0) {
@@ -482,7 +485,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
             for (int i = 0; i < T::kMmaM; ++i)
 #pragma unroll
               for (int j4 = 0; j4 < T::kAccRegs / 4; ++j4) {
-                const float4 v = __ldcg(&theirs[(i * (T::kAccRegs / 4) + j4) * kCt + ct]);
+                const float4 v = __ldcg(&theirs[at(i, j4)]);
                 acc[i][4 * j4] += v.x;
                 acc[i][4 * j4 + 1] += v.y;
                 acc[i][4 * j4 + 2] += v.z;

@@ -488,7 +488,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
           // then its best in the runoff, a measurement that did not select itself.
           std::vector<Timing> chosen = times;
           std::vector<bool> eligible(timed.size(), true);
-          int runoff_size = 0;
+          bool ran_runoff = false;
           if (o.runoff_samples > 0) {
             std::vector<size_t> entrants;
             bool any_close = false;
@@ -510,7 +510,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
               const std::vector<Timing> second = timer.time_interleaved(again, rcfg);
               std::fill(eligible.begin(), eligible.end(), false);
               for (size_t e = 0; e < entrants.size(); ++e) chosen[entrants[e]] = second[e], eligible[entrants[e]] = true;
-              runoff_size = int(entrants.size());
+              ran_runoff = true;
             }
           }
           for (size_t ii = 0; ii < impls.size(); ++ii) {
@@ -535,7 +535,7 @@ void run_bench(const BenchOptions& o, const std::string& command) {
               }
             }
             if (m.impl == "lt_auto" || m.impl == "ours_all")
-              m.algo = (runoff_size > 0 && entered > 1
+              m.algo = (ran_runoff && entered > 1
                             ? strf("best of %zu, runoff of %d: ", impls[ii].variants.size(), entered)
                             : strf("best of %zu: ", impls[ii].variants.size())) +
                        m.algo;
