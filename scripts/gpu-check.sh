@@ -28,7 +28,8 @@
 #           shapes that take every path of its plan, back to back, in a replayed graph, chained, and
 #           bit for bit twice; ctest-streamk.log, ~30-60 s), then, unless STREAMK_BENCH=0, every
 #           variant vs cuBLASLt auto-tuned on mid-size shapes whose last round is partly empty (graph
-#           mode, tn; STREAMK_SHAPES overrides them): streamk.csv and streamk-variants.csv, where each
+#           mode, tn; then decode shapes for the 64x128 and 128x64 stream-K tiles of the twenty-second
+#           session; STREAMK_SHAPES overrides them): streamk.csv and streamk-variants.csv, where each
 #           _sk variant stands beside its persistent twin (_true). The tests run a second time with
 #           KFORGE_HGEMM_STREAMK_PDL=1 (ctest-streamk-pdl.log: does the driver take programmatic
 #           dependent launch beside the cooperative attribute?). The dispatcher's A/B is the
@@ -322,7 +323,7 @@ if has streamk; then
     tee "$out/ctest-streamk-pdl.log" | grep -E "full checks|Passed|Failed|tests passed|Expected|\*\*\*|differ" | head -20 || true
   if [ "${STREAMK_BENCH:-1}" != 0 ]; then
     timeout 240 $kf hgemm bench --baselines ours_all,lt_auto --no-db --mode graph --layouts tn --samples 5 \
-      --shapes "${STREAMK_SHAPES:-463x5120x5120,480x9216x3072,512x5120x3072,256x5120x13824,122x10240x8192,2042x5120x5120,3072x3072x3072,1024x10240x8192}" \
+      --shapes "${STREAMK_SHAPES:-463x5120x5120,480x9216x3072,512x5120x3072,256x5120x13824,122x10240x8192,2042x5120x5120,3072x3072x3072,1024x10240x8192,7x12288x4096,16x4096x4096,31x5120x3072,8x8192x8192,16384x16x4096}" \
       --out "$out/streamk.csv" --variants-out "$out/streamk-variants.csv" 2>&1 | tail -30 || true
   fi
 fi

@@ -224,7 +224,12 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // streaming at once: measured on the H200 (twelfth session, 64-row tiles, unsplit) 0.52 with 64
   // CTAs (31x4096x4096), 0.55 with 36, 0.69 with 192 and 0.81 with 296 (28x37888x3584, where it
   // beat the decode family's best, 74 against 90 us).
-  if (2 * m < c.bm) mem_us /= 0.45 + 0.35 * std::min(1.0, cta_count(c, m, n) / std::max(1, d.sms));
+  // (A stream-K grid streams on its plan's CTAs, one per SM, whatever its tile count.)
+  const StreamKPlan plan = c.stream_k && c.family == Family::kSm90
+                               ? stream_k_plan(int64_t(ctas), int((k + c.bk - 1) / c.bk), int(sms), kStreamKMinIters)
+                               : StreamKPlan{};
+  const double streaming = plan.grid > 0 ? double(plan.grid) : ctas;
+  if (2 * m < c.bm) mem_us /= 0.45 + 0.35 * std::min(1.0, streaming / std::max(1, d.sms));
   // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
   // a plain launch doing the same per-CTA work (docs/perf-notes.md, first sessions, before v3
   // issued the S remote loads of the reduction together). On decode tiles (2M < BM) that flat
@@ -240,15 +245,14 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // Stream-K (stream_k_plan): every CTA (at most one per SM) computes its data-parallel tiles and an
   // equal share of the rest's K loops, so the rounds are fractional; each tile cut in pieces costs
   // its contributors a partial (BM x BN floats) written and its owner the same read back, through L2
-  // at ~100 GB/s per SM, and a pipeline refill (~1 us) per piece. Not yet measured: a prediction.
-  if (c.stream_k && c.family == Family::kSm90) {
-    const StreamKPlan plan = stream_k_plan(int64_t(ctas), int((k + c.bk - 1) / c.bk), int(sms), kStreamKMinIters);
-    if (plan.grid > 0) {
-      const double rounds = double(plan.dp_tiles / plan.grid) + double(plan.sk_iters) / (double(plan.grid) * plan.k_tiles);
-      const bool cut = plan.sk_iters % plan.grid != 0 || (plan.sk_iters / plan.grid) % plan.k_tiles != 0;
-      const double fixup_us = cut ? 2.0 * double(c.bm) * c.bn * 4.0 / 1e5 + 1.0 : 0.0;
-      main_us = std::max(rounds * tile_us + fixup_us, mem_us);
-    }
+  // at ~100 GB/s per SM, and a pipeline refill (~1 us) per piece. Only the rows and columns inside
+  // the problem are parked (a decode tile's M of its 64 rows). Not yet measured: a prediction.
+  if (plan.grid > 0) {
+    const double rounds = double(plan.dp_tiles / plan.grid) + double(plan.sk_iters) / (double(plan.grid) * plan.k_tiles);
+    const bool cut = plan.sk_iters % plan.grid != 0 || (plan.sk_iters / plan.grid) % plan.k_tiles != 0;
+    const double parked = double(std::min<int64_t>(m, c.bm)) * double(std::min<int64_t>(n, c.bn));
+    const double fixup_us = cut ? 2.0 * parked * 4.0 / 1e5 + 1.0 : 0.0;
+    main_us = std::max(rounds * tile_us + fixup_us, mem_us);
   }
   const double reduce_us = c.splitk <= 1   ? 0.0
                            : 2 * m < c.bm && !d.flat_split_charge ? 0.5 * (c.splitk - 1) + 0.02 * main_us

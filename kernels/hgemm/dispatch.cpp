@@ -376,12 +376,16 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
       return c.family == Family::kSm90 && c.splitk == 1 && !c.pad && !c.stream_k;  // stream-K: below
     });
   // Stream-K (only with DeviceModel::stream_k, KFORGE_HGEMM_STREAMK=1, until measured): on aligned
-  // problems of at least 1e9 FLOP outside the decode regime, every stream-K variant competes at the
-  // nearest proposal's calibration, M or N under 128 included (122x10240x8192: 80 tiles of 128x128
-  // on 132 SMs, one round 61% full, where stream-K shares the K loops over every SM). They come after
-  // the relatives, as they stand after them in the table: on a tie the relative stays.
-  const bool mid = double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e9;
-  if (d.stream_k && mid && aligned_tma) propose_all([](const KernelConfig& c) { return c.stream_k; });
+  // problems of at least 1e9 FLOP, every stream-K variant competes at the nearest proposal's
+  // calibration, M or N under 128 included (122x10240x8192: 80 tiles of 128x128 on 132 SMs, one
+  // round 61% full, where stream-K shares the K loops over every SM). In the decode regime the
+  // measure is the bytes rather than the FLOP: at least 8 MB of the large operand (16x4096x4096:
+  // 32 tiles of 64x128 on 132 SMs; stream-K gives each SM 1/132 of B). They come after the
+  // relatives, as they stand after them in the table: on a tie the relative stays.
+  const bool mid = small_m || small_n ? 2.0 * double(p.k) * double(std::max(p.m, p.n)) >= 8e6
+                                      : double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e9;
+  const bool tma_ok = !proposals.empty() && !proposals.front().v->config.pad && d.cc == 90;
+  if (d.stream_k && mid && tma_ok) propose_all([](const KernelConfig& c) { return c.stream_k; });
   // A padded twin pays its copies (two or three launches on a small shape): the best variant without
   // TMA, which needs none, competes with it.
   if (padded)

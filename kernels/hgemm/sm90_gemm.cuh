@@ -451,6 +451,13 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
           // Where this thread's float4 (i, j4) of a partial lives in a slot: the writer's and the
           // owner's one index.
           auto at = [ct](int i, int j4) { return (i * (T::kAccRegs / 4) + j4) * kCt + ct; };
+          // Whether float4 (i, j4) holds an element of C: its rows r and r + 8, columns c and c + 1 of
+          // the tile's boxes. Those wholly past M or N (decode shapes: 7 of a 64-row tile's rows) are
+          // neither parked nor read back, by the writer and the owner alike; the owner's own sums
+          // there are never stored.
+          const int p_rows = p.m - tile_row0(tm, BM, p) - row_off - warp * 16 - lane / 4;
+          const int p_cols = p.n - tile_col0(tn, BN, p) - 2 * (lane % 4);
+          auto live = [p_rows, p_cols](int i, int j4) { return i * 64 < p_rows && 8 * j4 < p_cols; };
           if (kb != 0) {
             // A contributor (this is its run's first piece): park the partial in this CTA's slot, then
             // raise its flag once every consumer thread's stores are done. Not stored here.
@@ -459,8 +466,9 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
             for (int i = 0; i < T::kMmaM; ++i)
 #pragma unroll
               for (int j4 = 0; j4 < T::kAccRegs / 4; ++j4)
-                mine[at(i, j4)] =
-                    make_float4(acc[i][4 * j4], acc[i][4 * j4 + 1], acc[i][4 * j4 + 2], acc[i][4 * j4 + 3]);
+                if (live(i, j4))
+                  mine[at(i, j4)] =
+                      make_float4(acc[i][4 * j4], acc[i][4 * j4 + 1], acc[i][4 * j4 + 2], acc[i][4 * j4 + 3]);
             named_sync(1, kCt);
             if (ct == 0) {
               fence_acq_rel_gpu();
@@ -485,6 +493,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
             for (int i = 0; i < T::kMmaM; ++i)
 #pragma unroll
               for (int j4 = 0; j4 < T::kAccRegs / 4; ++j4) {
+                if (!live(i, j4)) continue;
                 const float4 v = __ldcg(&theirs[at(i, j4)]);
                 acc[i][4 * j4] += v.x;
                 acc[i][4 * j4 + 1] += v.y;

@@ -46,11 +46,12 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
   KF_SM90_ROWS("sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_mc2", L, A, \
                sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, false, 2, DT>)
 
-// Stream-K (persistent, cooperative; stream_k_plan): the last rounds' K loops shared by every CTA.
-// No padded twin: its workspace holds the partials, not re-pitched operands (K and N % 8 == 0 only).
-#define KF_SM90_SK(L, A, LN, AN, DT, BM, BN, ST, G)                                                              \
-  entry<sm90::Gemm<BM, BN, ST, 2, 1, G, true, L, A, false, 1, DT, true>>(                                       \
-      "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c2_k1_g" KF_STR(G) "_sk", L, A),
+// Stream-K (persistent, cooperative consumer warpgroups; stream_k_plan): the last rounds' K loops
+// shared by every CTA. No padded twin: its workspace holds the partials, not re-pitched operands
+// (K and N % 8 == 0 only).
+#define KF_SM90_SK(L, A, LN, AN, DT, BM, BN, ST, C, G)                                                               \
+  entry<sm90::Gemm<BM, BN, ST, C, 1, G, true, L, A, false, 1, DT, true>>(                                          \
+      "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c" KF_STR(C) "_k1_g" KF_STR(G) "_sk", L, A),
 
 // sm_80: dtype, BM, BN, BK, warps along M, warps along N, stages (every shape and alignment).
 #define KF_SM80(L, A, LN, AN, DT, BM, BN, BK, WM, WN, ST)                                                   \

@@ -8,10 +8,16 @@
 namespace kforge::kernels {
 namespace {
 
-// The persistent cooperative tiles of variants.cu, stream-K; one list for both element types, so
-// that every fp16 stream-K variant has its bf16 twin (dtype_twin: an fp16 entry's stream-K winner
-// proposes it to bf16 problems).
-#define KF_STREAMK_TILES(ROW) ROW(128, 256, 4, 8) ROW(128, 192, 4, 8) ROW(128, 128, 6, 8)
+// BM, BN, stages, consumer warpgroups, rasterisation group. The persistent cooperative tiles of
+// variants.cu, stream-K, and two decode tiles: 64x128 on one consumer warpgroup for M <= 32 and
+// 128x64 for N <= 32, eight stages each (a memory-bound tile keeps seven k tiles of loads in
+// flight). A decode shape's tiles rarely fill whole rounds (12288 columns: 96 tiles of 128 on 132
+// SMs; 4096: 32), which is why its table entries swing between unsplit, split-K 2, 4 and 8 and the
+// decode family from one shape to the next; stream-K gives every SM the same share of B's bytes
+// whatever the tile count. One list for both element types, so that every fp16 stream-K variant has
+// its bf16 twin (dtype_twin: an fp16 entry's stream-K winner proposes it to bf16 problems).
+#define KF_STREAMK_TILES(ROW) \
+  ROW(128, 256, 4, 2, 8) ROW(128, 192, 4, 2, 8) ROW(128, 128, 6, 2, 8) ROW(64, 128, 8, 1, 8) ROW(128, 64, 8, 2, 8)
 
 const KernelVariant kVariantsStreamK[] = {KF_STREAMK_TILES(KF_SM90_SK_F32)};
 const KernelVariant kVariantsStreamKBf16[] = {KF_STREAMK_TILES(KF_SM90_SK_BF16)};

@@ -26,9 +26,12 @@ using test::GpuTest;
 // pieces: an owner waits for several contributors), 160 tiles (one round and a fraction: all
 // stream-K), 360 tiles (one whole round data-parallel, the rest stream-K), 132 tiles (whole rounds
 // only: all data-parallel), one k tile (no tile can be cut), edge tiles in M and N with a K that is
-// not a multiple of 64, and 4096^3 (data-parallel rounds and stream-K for every tile size).
+// not a multiple of 64, and 4096^3 (data-parallel rounds and stream-K for every tile size). Then
+// decode shapes, where the short boxes load only M (or N) rows and the partials hold only the rows
+// and columns inside the problem: M 7 and 1 (one row tile), M 31, and N 16 (one column tile).
 const Shape kShapes[] = {{256, 1024, 8192}, {512, 5120, 5120}, {2304, 2560, 1032}, {1536, 1408, 512},
-                         {384, 4096, 64},   {1000, 1000, 1000}, {4096, 4096, 4096}};
+                         {384, 4096, 64},   {1000, 1000, 1000}, {4096, 4096, 4096}, {7, 12288, 4096},
+                         {1, 4096, 4096},   {31, 5120, 3072},   {16384, 16, 4096}};
 
 // The problem of shape `sh` in variant `v`'s layout and dtype (fp16 or bf16; fp32 accumulation).
 HgemmProblem problem_for(const kernels::KernelVariant& v, const Shape& sh) {

@@ -883,7 +883,7 @@ TEST(HgemmKernels, StreamKVariantsAreModelledAndOffByDefault) {
     ASSERT_NE(twin, nullptr) << v.name;
     EXPECT_TRUE(twin->config.stream_k) << twin->name;
   }
-  EXPECT_EQ(f16, 6);
+  EXPECT_EQ(f16, 10);  // 128x256, 128x192, 128x128, and the decode tiles 64x128 and 128x64, both layouts
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   auto model = [&](const kernels::KernelVariant* v, int64_t m, int64_t n, int64_t k) {
     return kernels::predicted_us(v->config, m, n, k, h, 132);
@@ -927,6 +927,51 @@ TEST(HgemmKernels, StreamKVariantsAreModelledAndOffByDefault) {
       {512, 5120, 5120, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, sk->name, KFORGE_HGEMM_F16, 60.0}};
   const kernels::Dispatcher d2(tuned, 1);
   EXPECT_EQ(d2.resolve(prob(512, 5120, 5120), h, -1).variant, sk);
+}
+
+// The decode stream-K tiles (64x128 for small M, 128x64 for small N): every SM streams the same share
+// of the large operand whatever the tile count, so the model's bandwidth term counts the plan's CTAs
+// (one per SM), not the tiles (96 at 17x12288x4096), and the fix-up parks only the rows inside M.
+// Off the table they compete in the decode regime only with the switch on, and only where the large
+// operand is at least 8 MB.
+TEST(HgemmKernels, DecodeStreamKTilesAreModelledOnTheirPlanAndProposedOnlyWithTheSwitch) {
+  const kernels::KernelVariant* wide = kernels::find_variant("sm90_tn_f32_64x128_s8_c1_k1_g8_sk");
+  const kernels::KernelVariant* tall = kernels::find_variant("sm90_tn_f32_128x64_s8_c2_k1_g8_sk");
+  const kernels::KernelVariant* pp = kernels::find_variant("sm90_tn_f32_128x64_s8_c2_k1_g8_pp");
+  const kernels::KernelVariant* unsplit = kernels::find_variant("sm90_tn_f32_64x128_s6_c1_k1_g8_false");
+  ASSERT_TRUE(wide && tall && pp && unsplit);
+  EXPECT_EQ(wide->config.consumers, 1);
+  EXPECT_TRUE(wide->config.stream_k && tall->config.stream_k);
+  ASSERT_NE(kernels::dtype_twin(*wide, KFORGE_HGEMM_BF16), nullptr);
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  auto model = [&](const kernels::KernelVariant* v, int64_t m, int64_t n, int64_t k) {
+    return kernels::predicted_us(v->config, m, n, k, h, 132);
+  };
+  // 96 tiles of 64x128: the unsplit tile streams on 96 CTAs, the stream-K one on 132.
+  EXPECT_LT(model(wide, 17, 12288, 4096), model(unsplit, 17, 12288, 4096));
+  // Both bounded below by the bytes: B is 100 MB, ~22 us at the nominal 4.5 TB/s.
+  EXPECT_GT(model(wide, 17, 12288, 4096), 22.0);
+  // 32 tiles (N 4096): the K loops on 132 CTAs, each a quarter of a tile's, hide under B's 32 MB
+  // (M moves only the bytes of A and C).
+  EXPECT_NEAR(model(wide, 1, 4096, 4096), model(wide, 31, 4096, 4096), 0.02 * model(wide, 1, 4096, 4096));
+  EXPECT_LT(model(wide, 16, 4096, 4096), model(unsplit, 16, 4096, 4096));
+  // Small N: the 128x64 tile over M's 12288 rows. The model has no small-N bandwidth term (it was
+  // fitted on small M only), so both are bounded by A's bytes alone and tie: off the table the
+  // earlier proposal stays, and the tuner's measurement decides.
+  EXPECT_LE(model(tall, 12288, 16, 4096), model(pp, 12288, 16, 4096));
+  // Off the table: a decode entry's neighbours. Without the switch no stream-K variant; with it, one
+  // competes on 17x12288x4096 (100 MB of B) but not on 8x1024x1024 (2 MB).
+  const kernels::DispatchEntry dec[] = {
+      {16, 12288, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp->name, KFORGE_HGEMM_F16, 30.0},
+      {8, 1024, 1024, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp->name, KFORGE_HGEMM_F16, 4.0}};
+  const kernels::Dispatcher disp(dec, 2);
+  h.stream_k = false;
+  EXPECT_FALSE(disp.neighbour(prob(17, 12288, 4096), h, -1)->config.stream_k);
+  h.stream_k = true;
+  const kernels::KernelVariant* on = disp.neighbour(prob(17, 12288, 4096), h, -1);
+  ASSERT_NE(on, nullptr);
+  EXPECT_TRUE(on->config.stream_k) << on->name;
+  EXPECT_FALSE(disp.neighbour(prob(9, 1024, 1024), h, -1)->config.stream_k);
 }
 
 TEST(HgemmKernels, WholeKFillArithmeticIsExact) {
