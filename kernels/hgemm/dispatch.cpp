@@ -344,9 +344,8 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
     }
   }
   // Every variant of the problem's layout, accumulation and dtype that `keep` takes and that serves
-  // it, not yet proposed, at the nearest proposal's calibration.
-  const auto propose_all = [&](auto keep) {
-    const double scale = proposals.front().scale;
+  // it, not yet proposed, at `scale` (the relatives: the nearest proposal's calibration).
+  const auto propose_all = [&](auto keep, double scale) {
     size_t count = 0;
     const KernelVariant* all = variants(&count);
     for (size_t i = 0; i < count; ++i) {
@@ -372,20 +371,34 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   const bool large = double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e10 && p.m >= 128 && p.n >= 128;
   const bool aligned_tma = !small_m && !small_n && !proposals.empty() && !proposals.front().v->config.pad && d.cc == 90;
   if (large && aligned_tma && neighbour_siblings())
-    propose_all([](const KernelConfig& c) {
-      return c.family == Family::kSm90 && c.splitk == 1 && !c.pad && !c.stream_k;  // stream-K: below
-    });
+    propose_all(
+        [](const KernelConfig& c) {
+          return c.family == Family::kSm90 && c.splitk == 1 && !c.pad && !c.stream_k;  // stream-K: below
+        },
+        proposals.front().scale);
   // Stream-K (only with DeviceModel::stream_k, KFORGE_HGEMM_STREAMK=1, until measured): on aligned
   // problems of at least 1e9 FLOP, every stream-K variant competes at the nearest proposal's
   // calibration, M or N under 128 included (122x10240x8192: 80 tiles of 128x128 on 132 SMs, one
   // round 61% full, where stream-K shares the K loops over every SM). In the decode regime the
   // measure is the bytes rather than the FLOP: at least 8 MB of the large operand (16x4096x4096:
-  // 32 tiles of 64x128 on 132 SMs; stream-K gives each SM 1/132 of B). They come after the
+  // 32 tiles of 64x128 on 132 SMs; stream-K gives each SM 1/132 of B), and only the tiles whose
+  // small side is 64 (64x128 for small M, 128x64 for small N): the model bounds every stream-K tile
+  // there by the same bytes, so a 128x256 one, four times the padded wgmma work per byte, would tie
+  // and win by its place in the table. They take the calibration of the nearest Hopper proposal
+  // (a decode neighbour may be the decode family's, whose model is another), and come after the
   // relatives, as they stand after them in the table: on a tie the relative stays.
   const bool mid = small_m || small_n ? 2.0 * double(p.k) * double(std::max(p.m, p.n)) >= 8e6
                                       : double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e9;
   const bool tma_ok = !proposals.empty() && !proposals.front().v->config.pad && d.cc == 90;
-  if (d.stream_k && mid && tma_ok) propose_all([](const KernelConfig& c) { return c.stream_k; });
+  if (d.stream_k && mid && tma_ok) {
+    const auto hopper = std::find_if(proposals.begin(), proposals.end(),
+                                     [](const Proposal& q) { return q.v->config.family == Family::kSm90; });
+    propose_all(
+        [&](const KernelConfig& c) {
+          return c.stream_k && (!small_m || c.bm == 64) && (!small_n || c.bn == 64);
+        },
+        hopper != proposals.end() ? hopper->scale : proposals.front().scale);
+  }
   // A padded twin pays its copies (two or three launches on a small shape): the best variant without
   // TMA, which needs none, competes with it.
   if (padded)

@@ -144,6 +144,24 @@ TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
     const CheckResult r = check_full_gpu(p2, d1.c.as<__half>(), b2.as<__half>(), c2.as<__half>(), s.get());
     ++checks;
     EXPECT_TRUE(r.ok()) << v->name << " (chained): " << r.describe();
+    // Chained decode calls (the next layer's A is this one's 16-row output), on one workspace.
+    {
+      const HgemmProblem q1 = problem_for(*v, {16, 4096, 4096}), q2 = problem_for(*v, {16, 2048, 4096});
+      const kforge_hgemm_problem b1 = q1.abi(), b2 = q2.abi();
+      const size_t wq = std::max(v->workspace_size(&b1), v->workspace_size(&b2));
+      DeviceBuffer wsq(wq);
+      Operands e1(q1, 7, s.get());
+      DeviceBuffer bq(elems_b(q2.shape) * 2), cq(elems_c(q2.shape) * 2);
+      fill_random(bq.as<__half>(), elems_b(q2.shape), Dist::kUniform, 8, s.get(), q2.dtype);
+      poison_nan(cq.as<__half>(), elems_c(q2.shape), s.get(), q2.dtype);
+      const kforge_hgemm_args y1{b1, e1.a.get(), e1.b.get(), e1.c.get(), wsq.get(), wq};
+      const kforge_hgemm_args y2{b2, e1.c.get(), bq.get(), cq.get(), wsq.get(), wq};
+      ASSERT_EQ(v->run(&y1, s.get()), 0) << v->name;
+      ASSERT_EQ(v->run(&y2, s.get()), 0) << v->name;
+      const CheckResult rq = check_full_gpu(q2, e1.c.as<__half>(), bq.as<__half>(), cq.as<__half>(), s.get());
+      ++checks;
+      EXPECT_TRUE(rq.ok()) << v->name << " (chained decode): " << rq.describe();
+    }
     // Too small a workspace is refused, not overrun.
     const kforge_hgemm_args small{a1, d1.a.get(), d1.b.get(), d1.c.get(), ws.get(), v->workspace_size(&a1) - 1};
     EXPECT_EQ(v->run(&small, s.get()), kernels::kRunUnsupported) << v->name;

@@ -959,19 +959,25 @@ TEST(HgemmKernels, DecodeStreamKTilesAreModelledOnTheirPlanAndProposedOnlyWithTh
   // fitted on small M only), so both are bounded by A's bytes alone and tie: off the table the
   // earlier proposal stays, and the tuner's measurement decides.
   EXPECT_LE(model(tall, 12288, 16, 4096), model(pp, 12288, 16, 4096));
-  // Off the table: a decode entry's neighbours. Without the switch no stream-K variant; with it, one
-  // competes on 17x12288x4096 (100 MB of B) but not on 8x1024x1024 (2 MB).
+  // Off the table: a decode entry's neighbours. Without the switch no stream-K variant; with it the
+  // 64x128 one competes on 17x12288x4096 (100 MB of B) and wins, not a 128x256 stream-K tile (every
+  // stream-K tile is bounded by the same bytes there, so those would tie and win by table order),
+  // and none competes on 9x1024x1024 (2 MB).
   const kernels::DispatchEntry dec[] = {
       {16, 12288, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp->name, KFORGE_HGEMM_F16, 30.0},
-      {8, 1024, 1024, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp->name, KFORGE_HGEMM_F16, 4.0}};
-  const kernels::Dispatcher disp(dec, 2);
+      {8, 1024, 1024, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp->name, KFORGE_HGEMM_F16, 4.0},
+      {12288, 16, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp->name, KFORGE_HGEMM_F16, 30.0}};
+  const kernels::Dispatcher disp(dec, 3);
   h.stream_k = false;
   EXPECT_FALSE(disp.neighbour(prob(17, 12288, 4096), h, -1)->config.stream_k);
   h.stream_k = true;
-  const kernels::KernelVariant* on = disp.neighbour(prob(17, 12288, 4096), h, -1);
-  ASSERT_NE(on, nullptr);
-  EXPECT_TRUE(on->config.stream_k) << on->name;
+  EXPECT_EQ(disp.neighbour(prob(17, 12288, 4096), h, -1), wide) << disp.neighbour(prob(17, 12288, 4096), h, -1)->name;
+  EXPECT_EQ(disp.neighbour(prob(31, 5120, 3072), h, -1), wide) << disp.neighbour(prob(31, 5120, 3072), h, -1)->name;
   EXPECT_FALSE(disp.neighbour(prob(9, 1024, 1024), h, -1)->config.stream_k);
+  // Small N: if a stream-K tile is taken, it is the 128x64 one.
+  const kernels::KernelVariant* n17 = disp.neighbour(prob(12288, 17, 4096), h, -1);
+  ASSERT_NE(n17, nullptr);
+  if (n17->config.stream_k) EXPECT_EQ(n17, tall) << n17->name;
 }
 
 TEST(HgemmKernels, WholeKFillArithmeticIsExact) {
