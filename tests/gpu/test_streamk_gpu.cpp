@@ -61,6 +61,26 @@ std::vector<const kernels::KernelVariant*> stream_k_variants() {
   return out;
 }
 
+// Two calls of `v` back to back on one workspace, the second reading the first's C as its A
+// (second.m == first.m, second.k == first.n), the second's output checked in full.
+void chained(const kernels::KernelVariant& v, const Shape& first, const Shape& second, cudaStream_t s, int& checks) {
+  const HgemmProblem p1 = problem_for(v, first), p2 = problem_for(v, second);
+  const kforge_hgemm_problem a1 = p1.abi(), a2 = p2.abi();
+  const size_t ws_bytes = std::max(v.workspace_size(&a1), v.workspace_size(&a2));
+  DeviceBuffer ws(ws_bytes);
+  Operands d1(p1, 5, s);
+  DeviceBuffer b2(elems_b(p2.shape) * 2), c2(elems_c(p2.shape) * 2);
+  fill_random(b2.as<__half>(), elems_b(p2.shape), Dist::kUniform, 6, s, p2.dtype);
+  poison_nan(c2.as<__half>(), elems_c(p2.shape), s, p2.dtype);
+  const kforge_hgemm_args x1{a1, d1.a.get(), d1.b.get(), d1.c.get(), ws.get(), ws_bytes};
+  const kforge_hgemm_args x2{a2, d1.c.get(), b2.get(), c2.get(), ws.get(), ws_bytes};
+  ASSERT_EQ(v.run(&x1, s), 0) << v.name;
+  ASSERT_EQ(v.run(&x2, s), 0) << v.name;
+  const CheckResult r = check_full_gpu(p2, d1.c.as<__half>(), b2.as<__half>(), c2.as<__half>(), s);
+  ++checks;
+  EXPECT_TRUE(r.ok()) << v.name << " (chained " << first.str() << " then " << second.str() << "): " << r.describe();
+}
+
 TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
   const DeviceInfo dev = query_device(0);
   if (dev.cc_major * 10 + dev.cc_minor != 90) GTEST_SKIP() << "the stream-K variants are sm_90a code";
@@ -128,41 +148,15 @@ TEST_F(GpuTest, StreamKVariantsAreCorrectRepeatedlyInGraphsAndChained) {
       }
       check("graph replayed five times");
     }
-    // Chained: the second call's A is the first call's output, launched right behind it.
-    const HgemmProblem p1 = problem_for(*v, {512, 5120, 5120}), p2 = problem_for(*v, {512, 2048, 5120});
-    const kforge_hgemm_problem a1 = p1.abi(), a2 = p2.abi();
-    const size_t ws_bytes = std::max(v->workspace_size(&a1), v->workspace_size(&a2));
-    DeviceBuffer ws(ws_bytes);
-    Operands d1(p1, 5, s.get());
-    DeviceBuffer b2(elems_b(p2.shape) * 2), c2(elems_c(p2.shape) * 2);
-    fill_random(b2.as<__half>(), elems_b(p2.shape), Dist::kUniform, 6, s.get(), p2.dtype);
-    poison_nan(c2.as<__half>(), elems_c(p2.shape), s.get(), p2.dtype);
-    const kforge_hgemm_args x1{a1, d1.a.get(), d1.b.get(), d1.c.get(), ws.get(), ws_bytes};
-    const kforge_hgemm_args x2{a2, d1.c.get(), b2.get(), c2.get(), ws.get(), ws_bytes};
-    ASSERT_EQ(v->run(&x1, s.get()), 0) << v->name;
-    ASSERT_EQ(v->run(&x2, s.get()), 0) << v->name;
-    const CheckResult r = check_full_gpu(p2, d1.c.as<__half>(), b2.as<__half>(), c2.as<__half>(), s.get());
-    ++checks;
-    EXPECT_TRUE(r.ok()) << v->name << " (chained): " << r.describe();
-    // Chained decode calls (the next layer's A is this one's 16-row output), on one workspace.
-    {
-      const HgemmProblem q1 = problem_for(*v, {16, 4096, 4096}), q2 = problem_for(*v, {16, 2048, 4096});
-      const kforge_hgemm_problem b1 = q1.abi(), b2 = q2.abi();
-      const size_t wq = std::max(v->workspace_size(&b1), v->workspace_size(&b2));
-      DeviceBuffer wsq(wq);
-      Operands e1(q1, 7, s.get());
-      DeviceBuffer bq(elems_b(q2.shape) * 2), cq(elems_c(q2.shape) * 2);
-      fill_random(bq.as<__half>(), elems_b(q2.shape), Dist::kUniform, 8, s.get(), q2.dtype);
-      poison_nan(cq.as<__half>(), elems_c(q2.shape), s.get(), q2.dtype);
-      const kforge_hgemm_args y1{b1, e1.a.get(), e1.b.get(), e1.c.get(), wsq.get(), wq};
-      const kforge_hgemm_args y2{b2, e1.c.get(), bq.get(), cq.get(), wsq.get(), wq};
-      ASSERT_EQ(v->run(&y1, s.get()), 0) << v->name;
-      ASSERT_EQ(v->run(&y2, s.get()), 0) << v->name;
-      const CheckResult rq = check_full_gpu(q2, e1.c.as<__half>(), bq.as<__half>(), cq.as<__half>(), s.get());
-      ++checks;
-      EXPECT_TRUE(rq.ok()) << v->name << " (chained decode): " << rq.describe();
-    }
+    // Chained: the second call's A is the first call's output, launched right behind it, on one
+    // workspace; mid-size, then decode (the next layer's A is this one's 16-row output).
+    chained(*v, {512, 5120, 5120}, {512, 2048, 5120}, s.get(), checks);
+    chained(*v, {16, 4096, 4096}, {16, 2048, 4096}, s.get(), checks);
     // Too small a workspace is refused, not overrun.
+    const HgemmProblem p1 = problem_for(*v, {512, 5120, 5120});
+    const kforge_hgemm_problem a1 = p1.abi();
+    DeviceBuffer ws(v->workspace_size(&a1));
+    Operands d1(p1, 5, s.get());
     const kforge_hgemm_args small{a1, d1.a.get(), d1.b.get(), d1.c.get(), ws.get(), v->workspace_size(&a1) - 1};
     EXPECT_EQ(v->run(&small, s.get()), kernels::kRunUnsupported) << v->name;
     const kforge_hgemm_args none{a1, d1.a.get(), d1.b.get(), d1.c.get(), nullptr, 0};
