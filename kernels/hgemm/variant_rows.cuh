@@ -1,5 +1,5 @@
 // The rows of kforge's variant tables (fp16: variants.cu, variants_mid.cu, variants_small.cu; bf16:
-// variants_bf16.cu): one KernelVariant per kernel class, named after its configuration, and the
+// variants_bf16.cu, variants_bf16_large.cu): one KernelVariant per kernel class, named after its configuration, and the
 // macros that list a configuration for both B layouts. Included by those sources only.
 #pragma once
 #include "kernels/hgemm/kernel_api.hpp"
@@ -116,11 +116,12 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 
 // The shares of the table in translation units of their own, appended by variants() (variants.cu) in
 // this order after its own rows: fp16 (variants_mid.cu, variants_small.cu, variants_streamk.cu), then
-// bf16 (variants_bf16.cu, then variants_streamk.cu's bf16 rows).
+// bf16 (variants_bf16.cu, variants_bf16_large.cu, then variants_streamk.cu's bf16 rows).
 const KernelVariant* fp16_mid_variants(size_t* count);
 const KernelVariant* fp16_small_variants(size_t* count);
 const KernelVariant* fp16_streamk_variants(size_t* count);
 const KernelVariant* bf16_variants(size_t* count);
+const KernelVariant* bf16_large_variants(size_t* count);
 const KernelVariant* bf16_streamk_variants(size_t* count);
 
 }  // namespace kforge::kernels
