@@ -251,7 +251,8 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
     const double rounds = double(plan.dp_tiles / plan.grid) + double(plan.sk_iters) / (double(plan.grid) * plan.k_tiles);
     const bool cut = plan.sk_iters % plan.grid != 0 || (plan.sk_iters / plan.grid) % plan.k_tiles != 0;
     // A consumer thread's float4 holds rows r and r + 8 of a 16-row group: M rows park
-    // 2 x min(8, M - 16g) rows of each group g (M = 7: 14 rows), and likewise for N's columns.
+    // 2 x min(8, M - 16g) rows of each group g (M = 7: 14 rows). Columns park in whole 8-column
+    // chunks, and stream-K serves only N % 8 == 0: exactly min(N, BN) of them.
     const auto rows_parked = [](int64_t x, int tile) {
       int64_t r = 0;
       for (int64_t g = 0; g * 16 < std::min<int64_t>(x, tile); ++g) r += 2 * std::min<int64_t>(8, x - 16 * g);
