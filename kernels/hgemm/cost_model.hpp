@@ -250,15 +250,11 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   if (plan.grid > 0) {
     const double rounds = double(plan.dp_tiles / plan.grid) + double(plan.sk_iters) / (double(plan.grid) * plan.k_tiles);
     const bool cut = plan.sk_iters % plan.grid != 0 || (plan.sk_iters / plan.grid) % plan.k_tiles != 0;
-    // A consumer thread's float4 holds rows r and r + 8 of a 16-row group: M rows park
-    // 2 x min(8, M - 16g) rows of each group g (M = 7: 14 rows). Columns park in whole 8-column
-    // chunks, and stream-K serves only N % 8 == 0: exactly min(N, BN) of them.
-    const auto rows_parked = [](int64_t x, int tile) {
-      int64_t r = 0;
-      for (int64_t g = 0; g * 16 < std::min<int64_t>(x, tile); ++g) r += 2 * std::min<int64_t>(8, x - 16 * g);
-      return double(std::min<int64_t>(r, tile));
-    };
-    const double parked = rows_parked(m, c.bm) * double(std::min<int64_t>(n, c.bn));
+    // A consumer thread's float4 holds rows r and r + 8 of a 16-row group, so x = min(M, BM) rows
+    // park the whole groups below x and 2 x min(8, x % 16) rows of the last (M = 7: 14 rows).
+    // Columns park in whole 8-column chunks, and stream-K serves only N % 8 == 0: min(N, BN).
+    const int64_t x = std::min<int64_t>(m, c.bm);
+    const double parked = double(16 * (x / 16) + 2 * std::min<int64_t>(8, x % 16)) * double(std::min<int64_t>(n, c.bn));
     const double fixup_us = cut ? 2.0 * parked * 4.0 / 1e5 + 1.0 : 0.0;
     main_us = std::max(rounds * tile_us + fixup_us, mem_us);
   }

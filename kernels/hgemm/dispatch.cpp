@@ -377,8 +377,9 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
         },
         proposals.front().scale);
   // Stream-K (only with DeviceModel::stream_k, KFORGE_HGEMM_STREAMK=1, until measured): on aligned
-  // problems of at least 1e9 FLOP, every stream-K variant competes, M or N under 128 included (122x10240x8192: 80 tiles of 128x128 on 132 SMs, one
-  // round 61% full, where stream-K shares the K loops over every SM). In the decode regime the
+  // problems of at least 1e9 FLOP, every stream-K variant competes, M or N under 128 included
+  // (122x10240x8192: 80 tiles of 128x128 on 132 SMs, one round 61% full, where stream-K shares the
+  // K loops over every SM). In the decode regime the
   // measure is the bytes rather than the FLOP: at least 8 MB of the large operand (16x4096x4096:
   // 32 tiles of 64x128 on 132 SMs; stream-K gives each SM 1/132 of B), and only the tiles whose
   // small side is 64 (64x128 for small M, 128x64 for small N): the model bounds every stream-K tile

@@ -1,6 +1,6 @@
 // The rows of kforge's variant tables (fp16: variants.cu, variants_mid.cu, variants_small.cu; bf16:
-// variants_bf16.cu, variants_bf16_large.cu): one KernelVariant per kernel class, named after its configuration, and the
-// macros that list a configuration for both B layouts. Included by those sources only.
+// variants_bf16.cu, variants_bf16_large.cu): one KernelVariant per kernel class, named after its
+// configuration, and the macros that list a configuration for both B layouts. Included by those sources only.
 #pragma once
 #include "kernels/hgemm/kernel_api.hpp"
 #include "kernels/hgemm/sm80_gemm.cuh"

@@ -9,8 +9,8 @@ namespace {
 const KernelVariant kVariantsBf16Large[] = {
     // The twins of the shipped fp16 table's winners that the subset of variants_bf16.cu lacked (it
     // was chosen by the grid's wins before the fill, decode and layer training sets were tuned in
-    // and 128x192 came to win large shapes): without a twin, a bf16 problem whose fp16 entry names one of these
-    // was served from its neighbours' twins instead. Counted over the table's 3,926 entries (those
+    // and 128x192 came to win large shapes): without a twin, a bf16 problem whose fp16 entry names
+    // one of these was served from its neighbours' twins instead. Counted over the table's 3,926 entries (those
     // of >= 1e9 FLOP in brackets): 128x192 persistent 207 (175), 64x128 split-K 4 164 (44), 64x64
     // split-K 2 118 (59), 64x64 split-K 4 107 (21), 128x128 one tile per CTA 107 (72), 128x128
     // split-K 3 76 (52), 128x64 split-K 3 73 (46), 128x256 one tile per CTA 62 (61), 64x256 one
