@@ -431,6 +431,7 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   DeviceModel d = device;
   if (!neighbour_split_twins()) d.flat_split_charge = true;
   if (whole_k_enabled()) d.whole_k = true;
+  if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
   if (stream_k_enabled()) d.stream_k = true;
   Choice c;
   if (!valid(p)) return c;

@@ -105,6 +105,12 @@ inline constexpr double kSmallKTinyFmaUs = 1.25;
 // default until the variants are measured on a GPU (written in the twentieth session, when no GPU
 // was left to run them).
 inline constexpr double kWholeKFmaUs = 2.5;
+// Nor rows M <= kWholeKMaxDecodeM off the table: there the decode family's 8-row tiles measured
+// faster (H200, graph mode, twenty-third session: 4x28x33 2.74 us against the whole-K 8x64 tile's
+// 3.81, 2x32x27 2.74 against 3.79, 3x10507x161 10.1 against 13.4), while with more rows the whole-K
+// tiles won (814x28x12 3.79 against 5.33, 11784x4x26 4.15 against 4.57, 382x387x100 7.24 against
+// 7.75). The tuner still measures them there; a tuned entry naming one is served.
+inline constexpr int64_t kWholeKMaxDecodeM = 8;
 bool whole_k_enabled();
 // The stream-K variants (KernelConfig::stream_k) are chosen off the table (the cost model's choice,
 // the large shapes' relatives of a neighbour) only where DeviceModel::stream_k is set: resolve() sets
