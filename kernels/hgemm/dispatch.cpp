@@ -189,7 +189,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     // The whole-K variants only in the small-K regime past the outer products' K (not yet
     // measured elsewhere).
     if (v.config.whole_k && (!smallk || !d.whole_k || p.k <= outer_k_limit())) continue;
-    if (v.config.stream_k && !d.stream_k) continue;  // not yet measured (DeviceModel::stream_k)
+    if (v.config.stream_k && !d.stream_k) continue;  // measured slower (DeviceModel::stream_k)
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
@@ -376,7 +376,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
           return c.family == Family::kSm90 && c.splitk == 1 && !c.pad && !c.stream_k;  // stream-K: below
         },
         proposals.front().scale);
-  // Stream-K (only with DeviceModel::stream_k, KFORGE_HGEMM_STREAMK=1, until measured): on aligned
+  // Stream-K (only with DeviceModel::stream_k, KFORGE_HGEMM_STREAMK=1; measured slower): on aligned
   // problems of at least 1e9 FLOP, every stream-K variant competes, M or N under 128 included
   // (122x10240x8192: 80 tiles of 128x128 on 132 SMs, one round 61% full, where stream-K shares the
   // K loops over every SM). In the decode regime the

@@ -114,9 +114,10 @@ inline constexpr int64_t kWholeKMaxDecodeM = 8;
 bool whole_k_enabled();
 // The stream-K variants (KernelConfig::stream_k) are chosen off the table (the cost model's choice,
 // the large shapes' relatives of a neighbour) only where DeviceModel::stream_k is set: resolve() sets
-// it under KFORGE_HGEMM_STREAMK=1, off by default until they are measured on a GPU (written in the
-// twenty-first session, when no GPU was lent). A tuned table entry naming one is used as any other:
-// the tuner verified it on the GPU before tabling it.
+// it under KFORGE_HGEMM_STREAMK=1, off by default: measured on the H200 (twenty-third session),
+// they are correct but ran at 0.74 of the default dispatch where the switch chose them (off-grid
+// set, graph mode; ~8-10 us more on small decode shapes). A tuned table entry naming one is used as
+// any other: the tuner verified it on the GPU before tabling it.
 bool stream_k_enabled();
 int64_t small_k_limit();
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);
