@@ -341,6 +341,11 @@ if has offgrid-probe; then
     --layouts "${OFFGRID_PROBE_LAYOUTS:-tn}" \
     --shapes "${OFFGRID_PROBE_SHAPES:-192x3072x8192,224x3072x8192,240x3072x8192,255x3072x8192,256x3072x8192,352x3072x8192,384x3072x8192,31x4096x4096}" \
     --out "$out/offgrid-probe.csv" --variants-out "$out/offgrid-probe-variants.csv" 2>&1 | tee "$out/offgrid-probe.log" | tail -30 || true
+  # Each probe shape's variants with their resident CTAs, CTAs and waves on this GPU (the cost
+  # model's inputs), and the model's prediction beside the times above.
+  for s in $(echo "${OFFGRID_PROBE_SHAPES:-31x4096x4096}" | tr ',' ' '); do
+    echo "== $s" && timeout 20 $kf hgemm variants --shape "$s" --layout "${OFFGRID_PROBE_LAYOUTS:-tn}" --acc f32 || true
+  done >"$out/offgrid-probe-resident.txt" 2>&1
 fi
 if has ncu-shapes; then
   # Why a shape is slow: Nsight Compute's speed-of-light, launch, occupancy and memory sections for
