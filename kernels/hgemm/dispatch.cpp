@@ -64,6 +64,11 @@ bool neighbour_siblings() {
   return on;
 }
 
+bool decode_tail_model() {
+  static const bool on = !env_is("KFORGE_HGEMM_DECODE_TAIL", "0");
+  return on;
+}
+
 bool neighbour_split_twins() {
   static const bool on = !env_is("KFORGE_HGEMM_SPLIT_TWINS", "0");
   return on;
@@ -430,6 +435,7 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& device, int dev) const {
   DeviceModel d = device;
   if (!neighbour_split_twins()) d.flat_split_charge = true;
+  if (!decode_tail_model()) d.decode_tail = false;
   if (whole_k_enabled()) d.whole_k = true;
   if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
   if (stream_k_enabled()) d.stream_k = true;

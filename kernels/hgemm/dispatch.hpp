@@ -69,6 +69,10 @@ bool neighbour_siblings();
 // the cost model's refitted split-K charge on decode tiles (KFORGE_HGEMM_SPLIT_TWINS, default on;
 // "0": neither, as before the nineteenth session). Read once.
 bool neighbour_split_twins();
+// Whether the cost model charges decode tiles for a last, partly filled wave of resident CTAs
+// (DeviceModel::decode_tail; KFORGE_HGEMM_DECODE_TAIL, default on; "0": the single-wave rule of
+// the sessions before the twenty-fourth, for A/B measurements). Read once.
+bool decode_tail_model();
 
 // Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).
 bool runs_on(const KernelVariant& v, int cc);

@@ -401,6 +401,36 @@ TEST(HgemmKernels, CostModelRanksConfigurationsNotNames) {
             kernels::predicted_us(big, 8192, 8192, 8192, h, 0));
 }
 
+// Decode tiles (2M < BM) in split-K clusters: past the CTAs that fit at once, the last wave's few
+// CTAs stream at what their own loads in flight allow. Measured on the H200: 64x128 split-K 4 ran
+// 15x4096x4096 (128 CTAs, 120 of 4-CTA clusters resident) in 11.5 us offline, its tuned entry at
+// 16x3584x4096 (112 CTAs) in 7.8, and the 64x64 split-K 2 tile (128 CTAs, all resident) 9.7.
+TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  kernels::KernelConfig k4;
+  k4.bm = 64, k4.bn = 128, k4.bk = 64, k4.stages = 4, k4.consumers = 1, k4.splitk = 4;
+  kernels::KernelConfig k2 = k4;
+  k2.bn = 64, k2.splitk = 2;
+  const double fits = kernels::predicted_us(k4, 16, 3584, 4096, h, 120);    // 112 CTAs: one wave
+  const double spills = kernels::predicted_us(k4, 15, 4096, 4096, h, 120);  // 128: 120 + 8
+  const double resident = kernels::predicted_us(k4, 15, 4096, 4096, h, 240);  // the same, all resident
+  // All resident, the 14% more bytes than at 16x3584x4096 cost at most their share...
+  EXPECT_LT(resident, fits * 4096.0 / 3584.0);
+  // ...while 8 CTAs in a second wave take microseconds of their own.
+  EXPECT_GT(spills, resident + 1.5);
+  // The one-wave 64x64 split-K 2 tile now ranks ahead of the spilling 64x128 split-K 4 one.
+  EXPECT_LT(kernels::predicted_us(k2, 15, 4096, 4096, h, 264), spills);
+  // Whole waves and no tail: proportional to the waves' bytes, no extra charge.
+  const double two_full = kernels::predicted_us(k4, 15, 7680, 4096, h, 120);  // 240 CTAs: 2 x 120
+  EXPECT_LT(two_full, 2.0 * kernels::predicted_us(k4, 15, 3840, 4096, h, 120) + 0.5);
+  // The switch back to the single-wave rule (KFORGE_HGEMM_DECODE_TAIL=0 in the dispatcher).
+  h.decode_tail = false;
+  EXPECT_DOUBLE_EQ(kernels::predicted_us(k4, 15, 4096, 4096, h, 120), resident);
+  // Not a decode tile (M >= BM / 2): untouched by the rule.
+  kernels::DeviceModel on = kernels::nominal_device_model(132, 90);
+  EXPECT_DOUBLE_EQ(kernels::predicted_us(k4, 512, 4096, 4096, h, 120), kernels::predicted_us(k4, 512, 4096, 4096, on, 120));
+}
+
 // A persistent grid runs whole rounds (balanced_grid), and the 128x128 tiles sustain nearly the
 // 128x256 tiles' rate (measured on the H200, sm90_tile_efficiency): where the big tiles' last round
 // is mostly empty the model ranks the smaller tiles ahead, and step 2 proposes them although every
