@@ -29,8 +29,8 @@ struct DeviceModel {
   // The stream-K variants may be chosen off the table (the dispatcher sets it under
   // KFORGE_HGEMM_STREAMK=1: off by default until they are measured on a GPU).
   bool stream_k = false;
-  // Decode tiles (2M < BM) whose split-K clusters take more than one wave of resident CTAs pay
-  // for the last, partly filled wave (see predicted_us). The dispatcher clears it under
+  // Decode tiles (2M < BM) with more CTAs than fit at once pay for their waves, a split-K
+  // cluster's last one as a whole one (see predicted_us). The dispatcher clears it under
   // KFORGE_HGEMM_DECODE_TAIL=0, for A/B measurements against the single-wave rule before it.
   bool decode_tail = true;
 };
@@ -237,23 +237,32 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   if (2 * m < c.bm && (plan.grid > 0 || ctas <= res || resident <= 0 || !d.decode_tail)) {
     mem_us /= stream_share(streaming);
   } else if (2 * m < c.bm) {
-    // More decode CTAs than fit at once (a split-K cluster must sit in one GPC: 120 CTAs of
-    // 4-CTA clusters on the H200's 132 SMs; only where the count is known, from the GPU, since
-    // one CTA per SM would understate every variant that fits two): the whole waves stream at the
-    // resident CTAs' share,
-    // and the last wave's few CTAs at what their own loads in flight allow: STAGES stages of the
-    // A box's rows (M rounded to 8) and the B tile, over an unloaded latency of ~0.7 us.
-    // Measured on the H200 (off-grid set, twenty-third session): 64x128 split-K 4 ran
-    // 15x4096x4096 (128 CTAs, 120 resident) in 11.5 us offline where its tuned entry at
-    // 16x3584x4096 (112 CTAs) took 7.8 and the 64x64 split-K 2 tile (one wave) 9.7.
+    // More decode CTAs than fit at once; only where the count is known, from the GPU (one CTA per
+    // SM, the fallback, would understate every variant that fits two).
+    // - Split-K clusters (resident: the clusters that fit one CTA per SM, sm90_gemm.cuh): the
+    //   clusters past them share SMs two CTAs to one, and those SMs finish last, so each wave,
+    //   the last included, takes as long as a full one. Measured on an H100 (twenty-fourth
+    //   session, graph mode): 64x128 split-K 4 ran 15x4096x4096 (32 clusters of 4 where 31 fit
+    //   one per SM) in 13.7-14.2 us against 8.9-9.5 for the 64x64 split-K 2 tiles (all on their
+    //   own SMs), and its tuned entry at 16x3584x4096 (28 clusters) took 7.8 on the H200.
+    // - Plain tiles: the whole waves stream at the resident CTAs' share, and the last wave's few
+    //   CTAs at what their own loads in flight allow (STAGES stages of the A box's rows, M rounded
+    //   to 8, and the B tile, over an unloaded latency of ~0.7 us): the scheduler refills SMs as
+    //   CTAs end, so a partial wave is not a whole one.
     const double per_cta = bytes / ctas;
-    const double full = std::floor(ctas / res), tail = ctas - full * res;
     const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
-    double t = full * res * per_cta / (bw * stream_share(res));
-    if (tail > 0) {
-      const double rows = 8.0 * std::ceil(double(std::min<int64_t>(m, c.bm)) / 8.0);
-      const double cta_bw = double(std::max(1, c.stages)) * (rows + c.bn) * 64.0 * 2.0 / 0.7;
-      t += tail * per_cta / std::min(bw * stream_share(tail), tail * cta_bw);
+    const double wave_us = res * per_cta / (bw * stream_share(res));
+    double t;
+    if (c.splitk > 1) {
+      t = std::ceil(ctas / res) * wave_us;
+    } else {
+      const double full = std::floor(ctas / res), tail = ctas - full * res;
+      t = full * wave_us;
+      if (tail > 0) {
+        const double rows = 8.0 * std::ceil(double(std::min<int64_t>(m, c.bm)) / 8.0);
+        const double cta_bw = double(std::max(1, c.stages)) * (rows + c.bn) * 64.0 * 2.0 / 0.7;
+        t += tail * per_cta / std::min(bw * stream_share(tail), tail * cta_bw);
+      }
     }
     mem_us = t;
   }

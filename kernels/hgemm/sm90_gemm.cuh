@@ -891,6 +891,13 @@ struct Gemm {
 
   // Whole clusters that fit at once (a cluster must sit in one GPC, so fewer CTAs than blocks
   // per SM x SMs may be resident), times their size; 0 off Hopper or when the query fails.
+  // Split-K clusters count the clusters that fit one CTA per SM: the clusters past them are
+  // packed two CTAs to an SM, which then finishes last. Measured on an H100 (twenty-fourth
+  // session, graph mode): 64x128 split-K 4 fits 62 clusters (two CTAs per SM), and ran
+  // 15x4096x4096 (32 clusters, 128 CTAs) in 13.7-14.2 us, where 64x64 split-K 2 (128 CTAs, all
+  // on their own SMs) took 9.0-9.5 and the same 64x128 split-K 4 at 16x3584x4096 (28 clusters)
+  // 7.8 on the H200. Estimated as the clusters over the CTAs per SM (62 / 2 = 31; 198 / 3 = 66
+  // for 64x64 split-K 2): the one-per-SM counts of the H200 were 66 clusters of 2, 30 of 4.
   static int resident_ctas() {
 #ifdef KFORGE_HGEMM_NO_SM90A
     return 0;
@@ -911,6 +918,14 @@ struct Gemm {
       if (cudaOccupancyMaxActiveClusters(&clusters, kernel_ptr(), &q) != cudaSuccess) {
         cudaGetLastError();
         return 0;
+      }
+      if constexpr (SPLITK > 1) {
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_ptr(), T::kThreads, T::kSmemBytes) != cudaSuccess) {
+          cudaGetLastError();
+          per_sm = 1;
+        }
+        if (per_sm > 1) clusters = std::max(clusters > 0 ? 1 : 0, clusters / per_sm);
       }
       return clusters * kClusterCtas;
     }

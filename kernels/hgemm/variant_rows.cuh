@@ -115,11 +115,13 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_SKINNY_NW_BF16(...) KF_BOTH_LAYOUTS(KF_SKINNY_NW, KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 
 // The shares of the table in translation units of their own, appended by variants() (variants.cu) in
-// this order after its own rows: fp16 (variants_mid.cu, variants_small.cu, variants_streamk.cu), then
-// bf16 (variants_bf16.cu, variants_bf16_large.cu, then variants_streamk.cu's bf16 rows).
+// this order after its own rows: fp16 (variants_mid.cu, variants_small.cu, variants_streamk.cu,
+// variants_deep.cu), then bf16 (variants_bf16.cu, variants_bf16_large.cu, then variants_streamk.cu's
+// bf16 rows).
 const KernelVariant* fp16_mid_variants(size_t* count);
 const KernelVariant* fp16_small_variants(size_t* count);
 const KernelVariant* fp16_streamk_variants(size_t* count);
+const KernelVariant* fp16_deep_variants(size_t* count);
 const KernelVariant* bf16_variants(size_t* count);
 const KernelVariant* bf16_large_variants(size_t* count);
 const KernelVariant* bf16_streamk_variants(size_t* count);

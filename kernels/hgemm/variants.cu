@@ -3,7 +3,7 @@
 // that compile in parallel (each holds a share of the instantiations, and a build's wall time is its
 // slowest unit's): this one the persistent large-tile kernels, variants_mid.cu the one-tile-per-CTA
 // and split-K ones, variants_small.cu the cluster-filling split-K, fp16-accumulation, sm_80 and
-// decode ones, variants_bf16.cu and variants_bf16_large.cu the bf16 table. Adding a line to a table
+// decode ones, variants_deep.cu deep-pipeline split-K tiles for decode shapes, variants_bf16.cu and variants_bf16_large.cu the bf16 table. Adding a line to a table
 // adds a variant for every layout and accumulation listed with it; invalid configs fail to compile with the reason their
 // family's static_asserts state. The macros: variant_rows.cuh.
 #include <cstring>
@@ -33,14 +33,14 @@ const KernelVariant kVariants[] = {
 }  // namespace
 
 // fp16 first (this file's rows, then variants_mid.cu's, then variants_small.cu's: the order of the
-// one list they were split from; then variants_streamk.cu's fp16 rows, added later), then bf16
+// one list they were split from; then variants_streamk.cu's and variants_deep.cu's fp16 rows, added later), then bf16
 // (variants_bf16.cu's, variants_bf16_large.cu's, then variants_streamk.cu's): the fp16 variants keep
 // their indices and order (the fp16 fingerprint of a table's entries, variants_fingerprint, does not change when bf16 ones
 // are added).
 const KernelVariant* variants(size_t* count) {
   static const std::vector<KernelVariant> all = [] {
     std::vector<KernelVariant> v(std::begin(kVariants), std::end(kVariants));
-    for (const KernelVariant* (*part)(size_t*) : {fp16_mid_variants, fp16_small_variants, fp16_streamk_variants, bf16_variants,
+    for (const KernelVariant* (*part)(size_t*) : {fp16_mid_variants, fp16_small_variants, fp16_streamk_variants, fp16_deep_variants, bf16_variants,
                                                 bf16_large_variants, bf16_streamk_variants}) {
       size_t n = 0;
       const KernelVariant* b = part(&n);

@@ -401,10 +401,11 @@ TEST(HgemmKernels, CostModelRanksConfigurationsNotNames) {
             kernels::predicted_us(big, 8192, 8192, 8192, h, 0));
 }
 
-// Decode tiles (2M < BM) in split-K clusters: past the CTAs that fit at once, the last wave's few
-// CTAs stream at what their own loads in flight allow. Measured on the H200: 64x128 split-K 4 ran
-// 15x4096x4096 (128 CTAs, 120 of 4-CTA clusters resident) in 11.5 us offline, its tuned entry at
-// 16x3584x4096 (112 CTAs) in 7.8, and the 64x64 split-K 2 tile (128 CTAs, all resident) 9.7.
+// Decode tiles (2M < BM) past the CTAs that fit at once: a split-K cluster's last wave costs a whole
+// one (its CTAs share SMs two to one), a plain tile's last CTAs stream at what their own loads in
+// flight allow. Measured: 64x128 split-K 4 ran 15x4096x4096 (128 CTAs where 124 fit one per SM) in
+// 13.7-14.2 us graph on an H100 against 8.9-9.5 for 64x64 split-K 2, and its tuned entry at
+// 16x3584x4096 (112 CTAs) took 7.8 on the H200.
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   kernels::KernelConfig k4;
@@ -426,6 +427,14 @@ TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   // The switch back to the single-wave rule (KFORGE_HGEMM_DECODE_TAIL=0 in the dispatcher).
   h.decode_tail = false;
   EXPECT_DOUBLE_EQ(kernels::predicted_us(k4, 15, 4096, 4096, h, 120), resident);
+  h.decode_tail = true;
+  // A plain tile (no cluster) a few CTAs past its resident count: less than a second whole wave.
+  kernels::KernelConfig plain = k4;
+  plain.splitk = 1;
+  const double one = kernels::predicted_us(plain, 15, 32768, 4096, h, 256);  // 256 CTAs, all resident
+  const double over = kernels::predicted_us(plain, 15, 32768, 4096, h, 248);  // 248 + 8
+  EXPECT_GT(over, one);
+  EXPECT_LT(over, 1.5 * one);
   // Not a decode tile (M >= BM / 2): untouched by the rule.
   kernels::DeviceModel on = kernels::nominal_device_model(132, 90);
   EXPECT_DOUBLE_EQ(kernels::predicted_us(k4, 512, 4096, 4096, h, 120), kernels::predicted_us(k4, 512, 4096, 4096, on, 120));
