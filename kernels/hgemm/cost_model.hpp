@@ -30,9 +30,11 @@ struct DeviceModel {
   // KFORGE_HGEMM_STREAMK=1: off by default until they are measured on a GPU).
   bool stream_k = false;
   // Decode tiles (2M < BM) with more CTAs than fit at once pay for their waves, a split-K
-  // cluster's last one as a whole one (see predicted_us). The dispatcher clears it under
-  // KFORGE_HGEMM_DECODE_TAIL=0, for A/B measurements against the single-wave rule before it.
-  bool decode_tail = true;
+  // cluster's last one as a whole one (see predicted_us). Off by default: measured neutral on the
+  // off-grid set (H100, twenty-fourth session: graph 0.943 on, 0.944 off; it fixed 15x4096x4096
+  // and 9x4096x4096, 1.43-1.49x, and cost 0.80-0.93 on six others). The dispatcher sets it under
+  // KFORGE_HGEMM_DECODE_TAIL=1.
+  bool decode_tail = false;
 };
 
 // Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper

@@ -69,9 +69,9 @@ bool neighbour_siblings();
 // the cost model's refitted split-K charge on decode tiles (KFORGE_HGEMM_SPLIT_TWINS, default on;
 // "0": neither, as before the nineteenth session). Read once.
 bool neighbour_split_twins();
-// Whether the cost model charges decode tiles for a last, partly filled wave of resident CTAs
-// (DeviceModel::decode_tail; KFORGE_HGEMM_DECODE_TAIL, default on; "0": the single-wave rule of
-// the sessions before the twenty-fourth, for A/B measurements). Read once.
+// Whether the cost model charges decode tiles for their waves of resident CTAs
+// (DeviceModel::decode_tail; KFORGE_HGEMM_DECODE_TAIL=1; default off: the single-wave rule, which
+// measured the same on the off-grid set). Read once.
 bool decode_tail_model();
 
 // Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).

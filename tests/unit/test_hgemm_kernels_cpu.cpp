@@ -408,6 +408,8 @@ TEST(HgemmKernels, CostModelRanksConfigurationsNotNames) {
 // 16x3584x4096 (112 CTAs) took 7.8 on the H200.
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  EXPECT_FALSE(h.decode_tail);  // off by default (measured neutral on the off-grid set)
+  h.decode_tail = true;
   kernels::KernelConfig k4;
   k4.bm = 64, k4.bn = 128, k4.bk = 64, k4.stages = 4, k4.consumers = 1, k4.splitk = 4;
   kernels::KernelConfig k2 = k4;
@@ -424,7 +426,7 @@ TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   // Whole waves and no tail: proportional to the waves' bytes, no extra charge.
   const double two_full = kernels::predicted_us(k4, 15, 7680, 4096, h, 120);  // 240 CTAs: 2 x 120
   EXPECT_LT(two_full, 2.0 * kernels::predicted_us(k4, 15, 3840, 4096, h, 120) + 0.5);
-  // The switch back to the single-wave rule (KFORGE_HGEMM_DECODE_TAIL=0 in the dispatcher).
+  // The single-wave rule (the default; KFORGE_HGEMM_DECODE_TAIL=1 in the dispatcher sets the other).
   h.decode_tail = false;
   EXPECT_DOUBLE_EQ(kernels::predicted_us(k4, 15, 4096, 4096, h, 120), resident);
   h.decode_tail = true;
@@ -436,8 +438,8 @@ TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   EXPECT_GT(over, one);
   EXPECT_LT(over, 1.5 * one);
   // Not a decode tile (M >= BM / 2): untouched by the rule.
-  kernels::DeviceModel on = kernels::nominal_device_model(132, 90);
-  EXPECT_DOUBLE_EQ(kernels::predicted_us(k4, 512, 4096, 4096, h, 120), kernels::predicted_us(k4, 512, 4096, 4096, on, 120));
+  kernels::DeviceModel off = kernels::nominal_device_model(132, 90);
+  EXPECT_DOUBLE_EQ(kernels::predicted_us(k4, 512, 4096, 4096, h, 120), kernels::predicted_us(k4, 512, 4096, 4096, off, 120));
 }
 
 // A persistent grid runs whole rounds (balanced_grid), and the 128x128 tiles sustain nearly the
