@@ -49,8 +49,8 @@
 #           at its faster one: the even-numbered half first, then the odd half if OFFGRID_BUDGET
 #           (seconds, default 230) allows; the per-shape table offgrid-speedup.csv, every measurement
 #           offgrid.csv, the output offgrid.log, a summary by kind of shape offgrid-summary.txt
-#           (KFORGE_HGEMM_WHOLEK=1: with the small-K family's whole-K variants, off by default until
-#           measured; the offgrid-kernels stage verifies them. KFORGE_HGEMM_DECODE_TAIL=1: the cost
+#           (KFORGE_HGEMM_WHOLEK=0: without the small-K family's whole-K variants, on by default since
+#           the twenty-fourth session; the offgrid-kernels stage verifies them. KFORGE_HGEMM_DECODE_TAIL=1: the cost
 #           model's wave rule for decode tiles, off by default: measured neutral, twenty-fourth session)
 #   gatecost the same verdicts (offline and server) with every batch gated and without
 #           (KFORGE_JUDGE_GATE_EVERY_BATCH), at 64^3, 256x256x8192 and 2048^3

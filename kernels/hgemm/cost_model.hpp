@@ -23,9 +23,11 @@ struct DeviceModel {
   // The flat 5 us split-K charge on decode tiles too, as before the nineteenth session's refit
   // (the dispatcher sets it under KFORGE_HGEMM_SPLIT_TWINS=0, for A/B measurements).
   bool flat_split_charge = false;
-  // The small-K family's whole-K variants may serve K past the outer products' 8 (the dispatcher
-  // sets it under KFORGE_HGEMM_WHOLEK=1: off by default until they are measured on a GPU).
-  bool whole_k = false;
+  // The small-K family's whole-K variants may serve K past the outer products' 8. On by default
+  // since they were measured (H100, twenty-fourth session: faster on each of the five off-grid
+  // shapes they took, 1.05-1.42x in graph mode, after the whole-K GPU sweep passed); the dispatcher
+  // clears it under KFORGE_HGEMM_WHOLEK=0, for A/B runs.
+  bool whole_k = true;
   // The stream-K variants may be chosen off the table (the dispatcher sets it under
   // KFORGE_HGEMM_STREAMK=1: off by default until they are measured on a GPU).
   bool stream_k = false;

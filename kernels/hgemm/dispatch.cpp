@@ -104,7 +104,7 @@ int64_t small_k_limit() {
 
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
 bool whole_k_enabled() {
-  static const bool on = env_is("KFORGE_HGEMM_WHOLEK", "1");
+  static const bool on = !env_is("KFORGE_HGEMM_WHOLEK", "0");
   return on;
 }
 bool stream_k_enabled() {
@@ -436,7 +436,7 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   DeviceModel d = device;
   if (!neighbour_split_twins()) d.flat_split_charge = true;
   if (decode_tail_model()) d.decode_tail = true;
-  if (whole_k_enabled()) d.whole_k = true;
+  if (!whole_k_enabled()) d.whole_k = false;
   if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
   if (stream_k_enabled()) d.stream_k = true;
   Choice c;

@@ -105,9 +105,8 @@ inline constexpr double kSmallKTinyFmaUs = 1.25;
 // products take at most kWholeKFmaUs by the model (wholek_fma_us): tiny problems, whose time on the
 // tensor-core families is one memory latency per K tile of guarded loads, or two extra launches
 // re-pitching the operands (814x28x12 5.3 us, 382x387x100 7.8 on the H200, cuBLASLt 2.0 and 3.9).
-// Only where DeviceModel::whole_k is set: resolve() sets it under KFORGE_HGEMM_WHOLEK=1, off by
-// default until the variants are measured on a GPU (written in the twentieth session, when no GPU
-// was left to run them).
+// Only where DeviceModel::whole_k is set: on by default since the twenty-fourth session measured
+// them (docs/perf-notes.md); resolve() clears it under KFORGE_HGEMM_WHOLEK=0.
 inline constexpr double kWholeKFmaUs = 2.5;
 // Nor rows M <= kWholeKMaxDecodeM off the table: there the decode family's 8-row tiles measured
 // faster (H200, graph mode, twenty-third session: 4x28x33 2.74 us against the whole-K 8x64 tile's

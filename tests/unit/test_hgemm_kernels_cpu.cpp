@@ -309,15 +309,17 @@ TEST(HgemmKernels, OffTableShapesTakeTheirNearestTunedNeighbours) {
   ASSERT_NE(x.unaligned, nullptr);
   EXPECT_NE(x.unaligned->config.family, kernels::Family::kSm90);
   // A large unaligned shape: the 8192^3 winner's twin; a tiny one with almost nothing to load
-  // (K = 11, past the outer products' K <= 8): the copies' launches would cost more than the GEMM,
-  // and the best variant without TMA (which the twin competes with) wins; with the whole-K
-  // variants on (DeviceModel::whole_k, KFORGE_HGEMM_WHOLEK=1), theirs.
+  // (K = 11, past the outer products' K <= 8): with the whole-K variants off
+  // (KFORGE_HGEMM_WHOLEK=0) the copies' launches would cost more than the GEMM, and the best
+  // variant without TMA (which the twin competes with) wins; with them on (the default), theirs.
   EXPECT_EQ(pick(8000, 8000, 8190).variant, kernels::padded_twin(*kernels::find_variant(b)));
-  x = pick(89, 55, 11);
+  kernels::DeviceModel hn = h;
+  hn.whole_k = false;
+  x = disp.resolve(prob(89, 55, 11), hn, -1);
   EXPECT_EQ(x.how, kernels::Choice::How::kNeighbour);
   EXPECT_EQ(x.variant->config.family, kernels::Family::kSm80) << x.variant->name;
   kernels::DeviceModel hw = h;
-  hw.whole_k = true;
+  EXPECT_TRUE(hw.whole_k);
   x = disp.resolve(prob(89, 55, 11), hw, -1);
   EXPECT_EQ(x.how, kernels::Choice::How::kSmallK);
   EXPECT_TRUE(x.variant->config.whole_k) << x.variant->name;
@@ -692,19 +694,20 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
         EXPECT_EQ(narrow.variant->config.bn, 32) << narrow.variant->name;
       }
     // (8192x8192x7: FMA-bound on the H200's 4.5 TB/s; on the A100's 1.8 TB/s its stores weigh as much.)
-    // K from 9 to 256 with unaligned rows, tiny: with DeviceModel::whole_k (KFORGE_HGEMM_WHOLEK=1)
-    // the whole-K variants (the off-grid set's worst shapes on the H200 before them, 814x28x12 and
-    // 3x10507x161 among them), on tiles that fit the problem's narrow side; without it (the
-    // default until they are measured on a GPU), not the small-K family.
-    kernels::DeviceModel dw = d;
-    dw.whole_k = true;
+    // K from 9 to 256 with unaligned rows, tiny: with DeviceModel::whole_k (the default since the
+    // twenty-fourth session measured them; KFORGE_HGEMM_WHOLEK=0 clears it) the whole-K variants
+    // (the off-grid set's worst shapes on the H200 before them, 814x28x12 and 3x10507x161 among
+    // them), on tiles that fit the problem's narrow side; without it, not the small-K family.
+    EXPECT_TRUE(d.whole_k);
+    kernels::DeviceModel dw = d, dn = d;
+    dn.whole_k = false;
     for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
       for (auto [m, n, k] : {Mnk{64, 4096, 9}, {1, 1, 9}, {814, 28, 12}, {3, 10507, 161}, {382, 387, 100},
                              {11784, 4, 26}, {234, 110, 95}, {4213, 15, 31}, {4, 28, 33}, {1, 1, 256}}) {
         const kforge_hgemm_problem p = prob(m, n, k, l);
         const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
-        EXPECT_FALSE(kernels::small_k_regime(p, d)) << what;
-        const kernels::Choice off = disp.resolve(p, d, -1);
+        EXPECT_FALSE(kernels::small_k_regime(p, dn)) << what;
+        const kernels::Choice off = disp.resolve(p, dn, -1);
         ASSERT_NE(off.variant, nullptr) << what;
         EXPECT_NE(off.variant->config.family, kernels::Family::kSmallK) << what << ": " << off.variant->name;
         EXPECT_TRUE(kernels::small_k_regime(p, dw)) << what;
