@@ -7,7 +7,7 @@ The wrappers differ only in their operand lists (N/2 fp32 or N/4 packed fp16x2 a
 registers), which is why they are generated rather than written out by hand. Run it again after
 changing the list of N:  python3 scripts/gen-wgmma.py > kernels/hgemm/wgmma_ops.cuh
 """
-NS = list(range(16, 257, 16))
+NS = [8] + list(range(16, 257, 16))  # n8: the swapped decode tiles' 8 rows of A
 
 
 def wrapper(n, acc, inp="f16"):
@@ -51,7 +51,7 @@ namespace kforge::kernels {
         for i, n in enumerate(NS):
             kw = "if constexpr" if i == 0 else "else if constexpr"
             out.append(f"  {kw} (N == {n}) wgmma_m64n{n}k16_{name}<kTransB>(d, a, b);\n")
-        out.append(f'  else static_assert(N < 0, "wgmma N must be a multiple of 16 in [16, 256]");\n}}\n\n')
+        out.append(f'  else static_assert(N < 0, "wgmma N must be 8 or a multiple of 16 in [16, 256]");\n}}\n\n')
     out.append("}  // namespace kforge::kernels\n")
     print("".join(out), end="")
 

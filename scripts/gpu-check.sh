@@ -3,7 +3,8 @@
 #   scripts/gpu-check.sh [build] [test] [kernels] [offgrid-kernels] [streamk] [gaps] [pdl] [repeat] [serve] [serve-trl] [tune] [ours] [bf16] [grid] [grid2] [subset] [compare]
 #   (default: build test grid grid2 subset compare)
 #   test    every GPU test but the PyTorch ones (scripts/gpu-check-pytorch.sh runs those: ~10 min)
-#   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv)
+#   kernels every variant verified, then timed on probe shapes (per-variant rows: kernels-variants.csv);
+#           KERNELS_TESTS (a ctest -R regex) narrows the tests, KERNELS_PROBE=0 skips the timing
 #   gaps    every variant and cuBLASLt algorithm timed on the shapes kforge loses most (gaps-variants.csv)
 #   pdl     ours vs lt_auto on the subset with programmatic dependent launch off, then on
 #   tune    resumes from data/hgemm/dispatch-table.json into $OUT/dispatch-table.json (TUNE_FROM,
@@ -40,7 +41,8 @@
 #           edge tiles, KFORGE_HGEMM_EDGE=clip for the old path; twelfth session), and the decode variants
 #           at 31x4096x4096. OFFGRID_PROBE_SHAPES overrides the list (the eleventh session's was
 #           256/224x4096x8192, 224/256x3072x8192, 256/218x4096x4096, 16/31/32x4096x4096);
-#           OFFGRID_PROBE_MODE (graph) and OFFGRID_PROBE_LAYOUTS (tn) the bench's --mode and --layouts:
+#           OFFGRID_PROBE_MODE (graph) and OFFGRID_PROBE_LAYOUTS (tn) the bench's --mode and --layouts,
+#           OFFGRID_PROBE_TIMEOUT (150 s) its limit:
 #           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
 #   ncu-shapes  Nsight Compute sections (speed of light, launch, occupancy, memory) of ours as
 #           dispatched and of cuBLASLt's heuristic kernel on NCU_SHAPES (tn), NCU_LAUNCHES each (~60 s)
@@ -138,10 +140,10 @@ if has test; then
 fi
 if has kernels; then
   echo "== kforge's kernels: verification of every variant, then every variant timed on probe shapes"
-  timeout 300 ctest --test-dir "$build" --output-on-failure -R "EveryKernelVariant|DispatcherServes|ResidentCtas|ChainedCalls" 2>&1 | tee "$out/ctest-kernels.log" | tail -30 || true
-  timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
+  timeout 300 ctest --test-dir "$build" --output-on-failure -R "${KERNELS_TESTS:-EveryKernelVariant|DispatcherServes|ResidentCtas|ChainedCalls|SwappedDecode}" 2>&1 | tee "$out/ctest-kernels.log" | tail -30 || true
+  [ "${KERNELS_PROBE:-1}" = 1 ] && { timeout 300 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
     --shapes 8192x8192x8192,4096x4096x4096,2048x2048x2048,1024x1024x1024,256x256x8192,64x64x16384,128x4096x4096,64x64x64 \
-    --out "$out/kernels-probe.csv" --variants-out "$out/kernels-variants.csv" 2>&1 | tail -45 || true
+    --out "$out/kernels-probe.csv" --variants-out "$out/kernels-variants.csv" 2>&1 | tail -45 || true; }
 fi
 if has gaps; then
   echo "== every variant and every cuBLASLt algorithm on the shapes where kforge loses most (per-variant rows)"
@@ -338,7 +340,7 @@ if has threads; then
 fi
 if has offgrid-probe; then
   echo "== issue 18 probes: mid M against tuned grid entries, decode variants at M = 16, 31, 32"
-  timeout 150 $kf hgemm bench --baselines ours,ours_all,lt_auto --no-db --samples 7 --mode "${OFFGRID_PROBE_MODE:-graph}" \
+  timeout "${OFFGRID_PROBE_TIMEOUT:-150}" $kf hgemm bench --baselines ours,ours_all,lt_auto --no-db --samples 7 --mode "${OFFGRID_PROBE_MODE:-graph}" \
     --layouts "${OFFGRID_PROBE_LAYOUTS:-tn}" \
     --shapes "${OFFGRID_PROBE_SHAPES:-192x3072x8192,224x3072x8192,240x3072x8192,255x3072x8192,256x3072x8192,352x3072x8192,384x3072x8192,31x4096x4096}" \
     --out "$out/offgrid-probe.csv" --variants-out "$out/offgrid-probe-variants.csv" 2>&1 | tee "$out/offgrid-probe.log" | tail -30 || true

@@ -37,6 +37,9 @@ struct DeviceModel {
   // and 9x4096x4096, 1.43-1.49x, and cost 0.80-0.93 on six others). The dispatcher sets it under
   // KFORGE_HGEMM_DECODE_TAIL=1.
   bool decode_tail = false;
+  // The swapped-role decode tiles (KernelConfig::swap_ab) may be chosen off the table (the
+  // dispatcher sets it under KFORGE_HGEMM_SWAP=1: off by default until they are measured).
+  bool swap_ab = false;
 };
 
 // Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper
@@ -56,6 +59,7 @@ inline DeviceModel nominal_device_model(int sms, int cc) {
 // (Decode variants, splitk_auto: the tiles of the streamed side, before the run-time split.)
 inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
   if (c.splitk_auto) return std::ceil(double(c.max_n > 0 ? m : n) / c.bn);
+  if (c.swap_ab) return std::ceil(double(n) / c.bm) * std::ceil(double(m) / c.bn) * c.splitk;  // tiles of C^T
   return std::ceil(double(m) / c.bm) * std::ceil(double(n) / c.bn) * c.splitk;
 }
 
@@ -184,6 +188,34 @@ inline double sm90_tile_efficiency(const KernelConfig& c) {
   return base;
 }
 
+// The swapped-role decode tiles (KernelConfig::swap_ab, tn, M <= max_m): tiles of C^T, bm rows of B
+// (N) by bn rows of A (M). Like the decode tiles below they stream B, at a share of the device's
+// bandwidth that grows with the CTAs streaming at once; a second column tile of M (M > bn) reads B
+// again, from L2 (taken at twice the bandwidth). Their wgmma work is bm x bn per k16, M padded to
+// bn rather than to 64, at half the nominal rate (narrow wgmmas); CTAs past the resident ones run
+// as another wave; a split-K cluster adds its reduction as the decode tiles' (0.5 us per extra
+// slice and 2%). A prediction from the plain tiles' figures, not yet fitted to the swapped ones.
+inline double swapped_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
+                                   int resident) {
+  const double sms = std::max(1, d.sms);
+  const double res = resident > 0 ? double(resident) : sms;
+  const double col_tiles = std::ceil(double(m) / c.bn);
+  const double ctas = cta_count(c, m, n);
+  const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
+  const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
+  const double reread = (col_tiles - 1.0) * 2.0 * double(k) * n;
+  const double streaming = std::min(ctas, res);
+  const double share = 0.45 + 0.35 * std::min(1.0, streaming / sms);
+  const double waves = std::ceil(ctas / res);
+  const double mem_us = (bytes / (bw * share) + reread / (2.0 * bw)) * (waves > 1 ? waves * res / ctas : 1.0);
+  const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
+  const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
+  const double tile_us = 2.0 * c.bm * c.bn * k_per / (tflops * 1e6 / sms * 0.5);
+  const double main_us = std::max(waves * tile_us, mem_us);
+  const double reduce_us = c.splitk > 1 ? 0.5 * (c.splitk - 1) + 0.02 * main_us : 0.0;
+  return main_us + reduce_us + 2.0;
+}
+
 // Predicted microseconds of configuration `c` on M x N x K. `resident` is how many CTAs of the
 // variant fit at once on the device (whole clusters: a split-K cluster must fit in one GPC, so
 // fewer may than SMs); 0 when unknown (then one per SM). Waves of resident CTAs times one CTA's
@@ -194,6 +226,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
                            int resident) {
   if (c.family == Family::kSkinny) return skinny_predicted_us(c, m, n, k, d, resident);
   if (c.family == Family::kSmallK) return smallk_predicted_us(c, m, n, k, d);
+  if (c.swap_ab) return swapped_predicted_us(c, m, n, k, d, resident);
   const double ctas = cta_count(c, m, n);
   const double sms = std::max(1, d.sms);
   const double res = resident > 0 ? double(resident) : sms;

@@ -32,7 +32,7 @@ constexpr size_t kMaxVariants = 512;
 bool split_twin(const KernelConfig& c, const KernelConfig& t) {
   return c.family == Family::kSm90 && t.family == Family::kSm90 && t.splitk > c.splitk && c.bm == t.bm && c.bn == t.bn &&
          c.bk == t.bk && c.consumers == t.consumers && c.persistent == t.persistent && c.pingpong == t.pingpong &&
-         c.multicast == t.multicast && c.pad == t.pad && c.stream_k == t.stream_k && !c.splitk_auto && !t.splitk_auto &&
+         c.multicast == t.multicast && c.pad == t.pad && c.stream_k == t.stream_k && c.swap_ab == t.swap_ab && !c.splitk_auto && !t.splitk_auto &&
          c.max_m == t.max_m &&
          c.max_n == t.max_n && c.warps_n == t.warps_n && c.max_k == t.max_k;
 }
@@ -109,6 +109,10 @@ bool whole_k_enabled() {
 }
 bool stream_k_enabled() {
   static const bool on = env_is("KFORGE_HGEMM_STREAMK", "1");
+  return on;
+}
+bool swap_enabled() {
+  static const bool on = env_is("KFORGE_HGEMM_SWAP", "1");
   return on;
 }
 
@@ -195,6 +199,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     // measured elsewhere).
     if (v.config.whole_k && (!smallk || !d.whole_k || p.k <= outer_k_limit())) continue;
     if (v.config.stream_k && !d.stream_k) continue;  // measured slower (DeviceModel::stream_k)
+    if (v.config.swap_ab && !d.swap_ab) continue;    // not yet measured (DeviceModel::swap_ab)
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
@@ -395,15 +400,21 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   const bool mid = small_m || small_n ? 2.0 * double(p.k) * double(std::max(p.m, p.n)) >= 8e6
                                       : double(p.m) * double(p.n) * double(p.k) * 2.0 >= 1e9;
   const bool tma_ok = !proposals.empty() && !proposals.front().v->config.pad && d.cc == 90;
+  const auto hopper = std::find_if(proposals.begin(), proposals.end(),
+                                   [](const Proposal& q) { return q.v->config.family == Family::kSm90; });
+  const double hopper_scale = hopper != proposals.end() ? hopper->scale : proposals.empty() ? 1.0 : proposals.front().scale;
   if (d.stream_k && mid && tma_ok) {
-    const auto hopper = std::find_if(proposals.begin(), proposals.end(),
-                                     [](const Proposal& q) { return q.v->config.family == Family::kSm90; });
     propose_all(
         [&](const KernelConfig& c) {
           return c.stream_k && (!small_m || c.bm == 64) && (!small_n || c.bn == 64);
         },
-        hopper != proposals.end() ? hopper->scale : proposals.front().scale);
+        hopper_scale);
   }
+  // The swapped-role decode tiles (DeviceModel::swap_ab) on decode shapes whose operands TMA can
+  // load (tn, K % 8 == 0: supports() says which), at the nearest Hopper proposal's calibration, after
+  // everything else: on a tie the neighbours' choice stays.
+  if (d.swap_ab && small_m && d.cc == 90 && !proposals.empty())
+    propose_all([](const KernelConfig& c) { return c.swap_ab; }, hopper_scale);
   // A padded twin pays its copies (two or three launches on a small shape): the best variant without
   // TMA, which needs none, competes with it.
   if (padded)
@@ -439,6 +450,7 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   if (!whole_k_enabled()) d.whole_k = false;
   if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
   if (stream_k_enabled()) d.stream_k = true;
+  if (swap_enabled()) d.swap_ab = true;
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
@@ -460,23 +472,23 @@ Choice Dispatcher::resolve_cached(const kforge_hgemm_problem& p, const DeviceMod
     uint64_t id;
     int64_t m, n, k;
     int layout, acc, dtype, sms, cc, dev;
-    bool whole_k, stream_k;
+    bool whole_k, stream_k, swap_ab;
     bool operator==(const Key& o) const {
       return id == o.id && m == o.m && n == o.n && k == o.k && layout == o.layout && acc == o.acc && dtype == o.dtype && sms == o.sms &&
-             cc == o.cc && dev == o.dev && whole_k == o.whole_k && stream_k == o.stream_k;
+             cc == o.cc && dev == o.dev && whole_k == o.whole_k && stream_k == o.stream_k && swap_ab == o.swap_ab;
     }
   };
   struct KeyHash {
     size_t operator()(const Key& k) const {
       uint64_t h = k.id;
       for (uint64_t v : {uint64_t(k.m), uint64_t(k.n), uint64_t(k.k), uint64_t(k.layout) << 16 | uint64_t(k.acc) << 8 | uint64_t(k.dtype),
-                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev)) << 2 | uint64_t(k.whole_k) << 1 | uint64_t(k.stream_k)})
+                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev)) << 3 | uint64_t(k.swap_ab) << 2 | uint64_t(k.whole_k) << 1 | uint64_t(k.stream_k)})
         h = mix(h, v);
       return size_t(h);
     }
   };
   thread_local std::unordered_map<Key, Choice, KeyHash> memo;
-  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), d.sms, d.cc, dev, d.whole_k, d.stream_k};
+  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), d.sms, d.cc, dev, d.whole_k, d.stream_k, d.swap_ab};
   const auto it = memo.find(key);
   if (it != memo.end()) return it->second;
   const Choice c = resolve(p, d, dev);

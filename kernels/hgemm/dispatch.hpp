@@ -122,6 +122,12 @@ bool whole_k_enabled();
 // set, graph mode; ~8-10 us more on small decode shapes). A tuned table entry naming one is used as
 // any other: the tuner verified it on the GPU before tabling it.
 bool stream_k_enabled();
+// The swapped-role decode tiles (KernelConfig::swap_ab: tn, M <= 32, C^T = B^T A^T) are chosen off
+// the table (the cost model's choice in the decode regime; the neighbours' competitors, at the
+// nearest Hopper proposal's calibration) only where DeviceModel::swap_ab is set: resolve() sets it
+// under KFORGE_HGEMM_SWAP=1, off by default until measured on a GPU. A tuned entry naming one is
+// served as any other.
+bool swap_enabled();
 int64_t small_k_limit();
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);
 

@@ -39,7 +39,7 @@ constexpr int kBK = 64;  // 64 halves = one 128-byte swizzle row
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
           kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1,
-          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16, bool STREAMK = false>
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16, bool STREAMK = false, bool SWAP = false>
 struct Traits {
   // Cooperative (default): the consumer warpgroups split each tile's rows. Ping-pong: each
   // consumer owns whole tiles, alternating, so that one's epilogue runs under the other's wgmmas.
@@ -59,7 +59,8 @@ struct Traits {
   // Epilogue staging: each consumer warp owns 16 rows x 64 columns of fp16 (rows padded to 72
   // halves: conflict-free fragment writes), so that global stores go out as whole 128-byte rows.
   static constexpr int kStageRow = 72;
-  static constexpr int kEpiBytes = SPLITK == 1 ? CONSUMERS * 4 * 16 * kStageRow * 2 : 0;
+  // (Swapped roles store their few columns straight from the fragments: no staging.)
+  static constexpr int kEpiBytes = SPLITK == 1 && !SWAP ? CONSUMERS * 4 * 16 * kStageRow * 2 : 0;
   static constexpr int kEpiOffset = kPipeBytes > kRedBytes ? kPipeBytes : kRedBytes;
   static constexpr int kBarOffset = kEpiOffset + kEpiBytes;
   static constexpr int kSmemBytes = kBarOffset + 1024 /*align*/ + 256 /*barriers*/;
@@ -69,10 +70,16 @@ struct Traits {
                 "each consumer warpgroup owns a multiple of 64 rows");
   static_assert(!PINGPONG || (SPLITK == 1 && CONSUMERS == 2), "ping-pong: two consumers, no split-K");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 2, "1 or 2 consumer warpgroups (register budget: 2 x 128 x 232 + 128 x 40)");
-  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "BN must be a multiple of 16 in [16, 256] (wgmma n)");
-  static_assert(BN % 64 == 0, "BN % 64 == 0: an N-major B tile (nn) is loaded, and every epilogue stored, in 64-column chunks");
+  static_assert((BN % 16 == 0 || BN == 8) && BN >= 8 && BN <= 256, "BN must be 8 or a multiple of 16 in [16, 256] (wgmma n)");
+  static_assert(BN % 64 == 0 || SWAP,
+                "BN % 64 == 0: an N-major B tile (nn) is loaded, and every epilogue stored, in 64-column chunks");
+  // Swapped roles (decode shapes, SWAP): the kernel computes C^T = B^T A^T, so that the streamed
+  // operand (B's N rows) is the wgmma's M side and the few rows of A its N side (BN = 8 to 32),
+  // and stores C^T's tile transposed into C. Both operands are then K-major: tn only.
+  static_assert(!SWAP || (L == KFORGE_HGEMM_TN && BN <= 32 && MCAST == 1 && !PINGPONG && !STREAMK && !PERSISTENT),
+                "swapped roles: tn, BN <= 32, one tile per CTA (split-K clusters allowed), no multicast or ping-pong");
   static_assert(kMmaM * kAccRegs <= 128, "accumulators exceed 128 registers per consumer thread");
-  static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 pipeline stages");
+  static_assert(STAGES >= 2 && STAGES <= 16, "2 to 16 pipeline stages (the 256 bytes of barriers hold 16 full and 16 empty)");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KiB a Hopper CTA may have");
   static_assert(SPLITK >= 1 && SPLITK <= 16, "split-K cluster of 1 to 16 CTAs (over 8: a non-portable cluster size)");
   static_assert(SPLITK == 1 || !PERSISTENT, "cluster split-K runs one tile per CTA");
@@ -261,11 +268,11 @@ __device__ __forceinline__ int tile_row0(int tm, int bm, const Params& p) { retu
 __device__ __forceinline__ int tile_col0(int tn, int bn, const Params& p) { return min(tn * bn, p.n_last); }
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT,
-          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST, kforge_hgemm_dtype DT, bool STREAMK>
-__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK>::kThreads, 1)
+          kforge_hgemm_layout L, kforge_hgemm_acc ACC, bool PINGPONG, int MCAST, kforge_hgemm_dtype DT, bool STREAMK, bool SWAP>
+__global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK, SWAP>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK, SWAP>;
   using E = Elem<DT>;  // the element type's conversions
   using ET = typename E::T;
   extern __shared__ uint8_t smem_raw[];
@@ -506,7 +513,35 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
 
       // Epilogue. Accumulator layout of m64nN: warp w holds rows 16w..16w+15; lane l holds rows
       // l/4 and l/4+8 of them, columns 8j + 2(l%4) + {0,1} for j < N/8.
-      if constexpr (SPLITK == 1) {
+      if constexpr (SPLITK == 1 && SWAP) {
+        // Swapped roles: the tile is C^T's, its rows C's columns (p.m = N of them) and its few
+        // columns C's rows (p.n = M). Each element goes straight from the fragment to C (row-major,
+        // N wide): the 8 lanes of one column pair write 8 consecutive elements of a C row.
+        ET* cout = static_cast<ET*>(p.c);
+        const int r0 = tile_row0(tm, BM, p), c0 = tile_col0(tn, BN, p), own_r = tm * BM;
+#pragma unroll
+        for (int i = 0; i < T::kMmaM; ++i)
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = r0 + row_off + i * 64 + warp * 16 + lane / 4 + 8 * h;
+              if (row < own_r || row >= p.m) continue;
+#pragma unroll
+              for (int q = 0; q < 2; ++q) {
+                const int col = c0 + 8 * j + 2 * (lane % 4) + q;
+                if (col >= p.n) continue;
+                float x;
+                if constexpr (T::kF32) {
+                  x = acc[i][4 * j + 2 * h + q];
+                } else {
+                  const __half2 hv = *reinterpret_cast<const __half2*>(&acc[i][2 * j + h]);
+                  x = q ? __high2float(hv) : __low2float(hv);
+                }
+                cout[int64_t(col) * p.m + row] = E::from(x);
+              }
+            }
+      } else if constexpr (SPLITK == 1) {
         // Through the warp's staging buffer, 64 columns at a time: fragments in, whole rows out.
         ET* stage = reinterpret_cast<ET*>(smem + T::kEpiOffset) + (cw * 4 + warp) * 16 * T::kStageRow;
         // The rows and columns this tile owns: [own_r, p.m) x [own_c, p.n) of what its boxes hold.
@@ -623,12 +658,21 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
           sum.z += v[q].z;
           sum.w += v[q].w;
         }
-        ET* dst = static_cast<ET*>(p.c) + int64_t(row) * p.n + col;
         if constexpr (ACC == KFORGE_HGEMM_ACC_F16) {
           // An fp16-accumulate variant rounds its sum to fp16 as it goes.
           sum = make_float4(__half2float(__float2half(sum.x)), __half2float(__float2half(sum.y)),
                             __half2float(__float2half(sum.z)), __half2float(__float2half(sum.w)));
         }
+        if constexpr (SWAP) {
+          // Swapped roles: tile row `row` is C's column, its columns col.. C's rows (N wide).
+          const float s4[4] = {sum.x, sum.y, sum.z, sum.w};
+          ET* cout = static_cast<ET*>(p.c);
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            if (col + q < p.n) cout[int64_t(col + q) * p.m + row] = E::from(s4[q]);
+          continue;
+        }
+        ET* dst = static_cast<ET*>(p.c) + int64_t(row) * p.n + col;
         if (p.vec_c && col + 3 < p.n) {
           uint2 packed;
           packed.x = as_u32(E::pack(sum.x, sum.y));
@@ -804,14 +848,19 @@ inline unsigned long long stream_k_epoch() {
 
 template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bool PERSISTENT, kforge_hgemm_layout L,
           kforge_hgemm_acc ACC, bool PINGPONG = false, int MCAST = 1, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16,
-          bool STREAMK = false>
+          bool STREAMK = false, bool SWAP = false>
 struct Gemm {
-  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK>;
+  using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK, SWAP>;
   static constexpr kforge_hgemm_dtype kDtype = DT;
+
+  // Swapped roles (SWAP): the largest M served, up to two column tiles of the small side.
+  static constexpr int kSwapMaxM = 2 * BN < 32 ? 2 * BN : 32;
 
   static constexpr KernelConfig config() {
     KernelConfig c;
     c.family = Family::kSm90;
+    c.swap_ab = SWAP;
+    c.max_m = SWAP ? kSwapMaxM : 0;
     c.bm = BM;
     c.bn = BN;
     c.bk = kBK;
@@ -837,15 +886,17 @@ struct Gemm {
     if (!p || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
     if (p->m < 1 || p->n < 1 || p->k < 1) return false;
     if (p->m > (int64_t(1) << 30) || p->n > (int64_t(1) << 30) || p->k > (int64_t(1) << 30)) return false;
+    if (SWAP && p->m > kSwapMaxM) return false;
     const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + BN - 1) / BN);
     if (tiles > 0x7FFFFFFF) return false;  // tile indices are 32-bit in the kernel
     return true;
   }
 
   // TMA needs 16-byte aligned bases and row pitches: K % 8 == 0 (A and a K-major B), N % 8 == 0
-  // (an N-major B, and C's 16-byte stores). Padded<> below serves the other shapes.
+  // (an N-major B, and C's 16-byte stores). Padded<> below serves the other shapes. Swapped roles
+  // store C element by element: any N.
   static bool supports(const kforge_hgemm_problem* p) {
-    return supports_shape(p) && p->k % 8 == 0 && p->n % 8 == 0;
+    return supports_shape(p) && p->k % 8 == 0 && (SWAP || p->n % 8 == 0);
   }
 
   // Stream-K: a partial slot (BM x BN floats) and a flag for each CTA of the plan on the current
@@ -865,7 +916,7 @@ struct Gemm {
   static size_t stream_k_bytes(int grid) { return size_t(grid) * (size_t(T::kPartialFloats) * 4 + 8) + 256; }
 
   static auto kernel_ptr() {
-    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK>;
+    return gemm_kernel<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK, SWAP>;
   }
   static constexpr int kClusterCtas = SPLITK > 1 ? SPLITK : MCAST;
 
@@ -948,6 +999,21 @@ struct Gemm {
   // variants' partials and flags (workspace_size), unused by the others.
   static int launch(const void* A, uint64_t lda, const void* B, uint64_t ldb, void* C, const kforge_hgemm_problem& pr,
                     cudaStream_t stream, void* ws = nullptr, size_t ws_bytes = 0) {
+    if constexpr (SWAP) {
+      // C^T = B^T A^T: B's N rows of K are the kernel's A, A's M rows its (K-major) B, and the
+      // kernel's M x N is C's N x M (stored transposed by the epilogue).
+      kforge_hgemm_problem t = pr;
+      t.m = pr.n;
+      t.n = pr.m;
+      return launch_kernel(B, ldb, A, lda, C, t, stream, ws, ws_bytes);
+    } else {
+      return launch_kernel(A, lda, B, ldb, C, pr, stream, ws, ws_bytes);
+    }
+  }
+
+  // launch() in the kernel's roles (swapped already where SWAP).
+  static int launch_kernel(const void* A, uint64_t lda, const void* B, uint64_t ldb, void* C,
+                           const kforge_hgemm_problem& pr, cudaStream_t stream, void* ws, size_t ws_bytes) {
     const int dev = current_device();
     const DeviceAttrs d = device_attrs(dev);
     if (d.cc != 90) return kRunUnsupported;  // sm_90a code only: Hopper's wgmma and setmaxnreg
@@ -971,7 +1037,7 @@ struct Gemm {
                                                        : uint32_t(b_chunks) * uint32_t(kBK) * 128u);
     p.b_chunks = b_chunks;
     p.c = C;
-    p.vec_c = pr.n % 8 == 0;
+    p.vec_c = !SWAP && pr.n % 8 == 0;  // (swapped: C's rows are the kernel's columns, stored one by one)
     p.m = int(pr.m);
     p.n = int(pr.n);
     p.k = int(pr.k);

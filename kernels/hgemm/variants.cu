@@ -3,7 +3,8 @@
 // that compile in parallel (each holds a share of the instantiations, and a build's wall time is its
 // slowest unit's): this one the persistent large-tile kernels, variants_mid.cu the one-tile-per-CTA
 // and split-K ones, variants_small.cu the cluster-filling split-K, fp16-accumulation, sm_80 and
-// decode ones, variants_deep.cu deep-pipeline split-K tiles for decode shapes, variants_bf16.cu and variants_bf16_large.cu the bf16 table. Adding a line to a table
+// decode ones, variants_deep.cu deep-pipeline split-K tiles for decode shapes, variants_swap.cu the
+// swapped-role decode tiles, variants_bf16.cu and variants_bf16_large.cu the bf16 table. Adding a line to a table
 // adds a variant for every layout and accumulation listed with it; invalid configs fail to compile with the reason their
 // family's static_asserts state. The macros: variant_rows.cuh.
 #include <cstring>
@@ -40,7 +41,7 @@ const KernelVariant kVariants[] = {
 const KernelVariant* variants(size_t* count) {
   static const std::vector<KernelVariant> all = [] {
     std::vector<KernelVariant> v(std::begin(kVariants), std::end(kVariants));
-    for (const KernelVariant* (*part)(size_t*) : {fp16_mid_variants, fp16_small_variants, fp16_streamk_variants, fp16_deep_variants, bf16_variants,
+    for (const KernelVariant* (*part)(size_t*) : {fp16_mid_variants, fp16_small_variants, fp16_streamk_variants, fp16_deep_variants, fp16_swap_variants, bf16_variants,
                                                 bf16_large_variants, bf16_streamk_variants}) {
       size_t n = 0;
       const KernelVariant* b = part(&n);

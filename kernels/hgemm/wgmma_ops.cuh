@@ -8,6 +8,15 @@
 
 namespace kforge::kernels {
 template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n8k16_f32(float (&d)[4], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+      "{%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, %7;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransB));
+}
+template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n16k16_f32(float (&d)[8], uint64_t desc_a, uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
@@ -152,6 +161,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_f32(float (&d)[128], uint64_t d
       : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransB));
 }
 template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n8k16_f16(uint32_t (&d)[2], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 "
+      "{%0, %1}, %2, %3, p, 1, 1, 0, %5;\n}\n"
+      : "+r"(d[0]), "+r"(d[1])
+      : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransB));
+}
+template <int kTransB>
 __device__ __forceinline__ void wgmma_m64n16k16_f16(uint32_t (&d)[4], uint64_t desc_a, uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
@@ -293,6 +311,15 @@ __device__ __forceinline__ void wgmma_m64n256k16_f16(uint32_t (&d)[64], uint64_t
       "wgmma.mma_async.sync.aligned.m64n256k16.f16.f16.f16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransB));
+}
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n8k16_bf16_f32(float (&d)[4], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, %7;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransB));
 }
 template <int kTransB>
@@ -442,7 +469,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16_f32(float (&d)[128], uint6
 // wgmma_f32<N, kTransB>(d, a, b): dispatch on N at compile time.
 template <int N, int kTransB>
 __device__ __forceinline__ void wgmma_f32(float (&d)[N / 2], uint64_t a, uint64_t b) {
-  if constexpr (N == 16) wgmma_m64n16k16_f32<kTransB>(d, a, b);
+  if constexpr (N == 8) wgmma_m64n8k16_f32<kTransB>(d, a, b);
+  else if constexpr (N == 16) wgmma_m64n16k16_f32<kTransB>(d, a, b);
   else if constexpr (N == 32) wgmma_m64n32k16_f32<kTransB>(d, a, b);
   else if constexpr (N == 48) wgmma_m64n48k16_f32<kTransB>(d, a, b);
   else if constexpr (N == 64) wgmma_m64n64k16_f32<kTransB>(d, a, b);
@@ -458,13 +486,14 @@ __device__ __forceinline__ void wgmma_f32(float (&d)[N / 2], uint64_t a, uint64_
   else if constexpr (N == 224) wgmma_m64n224k16_f32<kTransB>(d, a, b);
   else if constexpr (N == 240) wgmma_m64n240k16_f32<kTransB>(d, a, b);
   else if constexpr (N == 256) wgmma_m64n256k16_f32<kTransB>(d, a, b);
-  else static_assert(N < 0, "wgmma N must be a multiple of 16 in [16, 256]");
+  else static_assert(N < 0, "wgmma N must be 8 or a multiple of 16 in [16, 256]");
 }
 
 // wgmma_f16<N, kTransB>(d, a, b): dispatch on N at compile time.
 template <int N, int kTransB>
 __device__ __forceinline__ void wgmma_f16(uint32_t (&d)[N / 4], uint64_t a, uint64_t b) {
-  if constexpr (N == 16) wgmma_m64n16k16_f16<kTransB>(d, a, b);
+  if constexpr (N == 8) wgmma_m64n8k16_f16<kTransB>(d, a, b);
+  else if constexpr (N == 16) wgmma_m64n16k16_f16<kTransB>(d, a, b);
   else if constexpr (N == 32) wgmma_m64n32k16_f16<kTransB>(d, a, b);
   else if constexpr (N == 48) wgmma_m64n48k16_f16<kTransB>(d, a, b);
   else if constexpr (N == 64) wgmma_m64n64k16_f16<kTransB>(d, a, b);
@@ -480,13 +509,14 @@ __device__ __forceinline__ void wgmma_f16(uint32_t (&d)[N / 4], uint64_t a, uint
   else if constexpr (N == 224) wgmma_m64n224k16_f16<kTransB>(d, a, b);
   else if constexpr (N == 240) wgmma_m64n240k16_f16<kTransB>(d, a, b);
   else if constexpr (N == 256) wgmma_m64n256k16_f16<kTransB>(d, a, b);
-  else static_assert(N < 0, "wgmma N must be a multiple of 16 in [16, 256]");
+  else static_assert(N < 0, "wgmma N must be 8 or a multiple of 16 in [16, 256]");
 }
 
 // wgmma_bf16_f32<N, kTransB>(d, a, b): dispatch on N at compile time.
 template <int N, int kTransB>
 __device__ __forceinline__ void wgmma_bf16_f32(float (&d)[N / 2], uint64_t a, uint64_t b) {
-  if constexpr (N == 16) wgmma_m64n16k16_bf16_f32<kTransB>(d, a, b);
+  if constexpr (N == 8) wgmma_m64n8k16_bf16_f32<kTransB>(d, a, b);
+  else if constexpr (N == 16) wgmma_m64n16k16_bf16_f32<kTransB>(d, a, b);
   else if constexpr (N == 32) wgmma_m64n32k16_bf16_f32<kTransB>(d, a, b);
   else if constexpr (N == 48) wgmma_m64n48k16_bf16_f32<kTransB>(d, a, b);
   else if constexpr (N == 64) wgmma_m64n64k16_bf16_f32<kTransB>(d, a, b);
@@ -502,7 +532,7 @@ __device__ __forceinline__ void wgmma_bf16_f32(float (&d)[N / 2], uint64_t a, ui
   else if constexpr (N == 224) wgmma_m64n224k16_bf16_f32<kTransB>(d, a, b);
   else if constexpr (N == 240) wgmma_m64n240k16_bf16_f32<kTransB>(d, a, b);
   else if constexpr (N == 256) wgmma_m64n256k16_bf16_f32<kTransB>(d, a, b);
-  else static_assert(N < 0, "wgmma N must be a multiple of 16 in [16, 256]");
+  else static_assert(N < 0, "wgmma N must be 8 or a multiple of 16 in [16, 256]");
 }
 
 }  // namespace kforge::kernels

@@ -721,6 +721,7 @@ void run_variants(const VariantsOptions& o) {
     const std::string schedule = !sm90         ? "one tile"
                                  : c.pingpong  ? "ping-pong"
                                  : c.stream_k  ? "stream-K"
+                                 : c.swap_ab   ? "swapped"
                                  : c.persistent ? "persistent"
                                                 : "one tile";
     const int cluster = c.splitk_auto ? 1 : std::max(c.splitk, c.multicast);  // decode: separate CTAs

@@ -142,6 +142,41 @@ TEST_F(GpuTest, DecodeVariantsPassVerificationOnASweep) {
   EXPECT_GT(split, 0);
 }
 
+// The swapped-role decode tiles (KernelConfig::swap_ab: C^T = B^T A^T, stored transposed) on a
+// sweep: M from 1 to each variant's max_m (one and two column tiles of A's rows, a partial one), N
+// around the 64- and 128-row tiles of B (partial tiles, N odd: C's rows are stored element by
+// element), K short, long (split-K slices, every stage refilled many times) and not a multiple of
+// the 64-wide K tile.
+TEST_F(GpuTest, SwappedDecodeTilesPassVerificationOnASweep) {
+  const DeviceInfo dev = query_device(0);
+  if (dev.cc_major * 10 + dev.cc_minor != 90) GTEST_SKIP() << "the swapped tiles are the Hopper family's";
+  Stream s;
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  const Shape nk[] = {{0, 64, 64}, {0, 1000, 776}, {0, 4096, 4096}, {0, 4097, 1032}, {0, 24, 16384}, {0, 12288, 1536}, {0, 1, 1504}};
+  int verified = 0, failed = 0, variants = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    if (!v.config.swap_ab) continue;
+    ++variants;
+    EXPECT_EQ(v.layout, KFORGE_HGEMM_TN) << v.name;
+    for (int64_t m : {int64_t(1), int64_t(v.config.bn / 2 + 1), int64_t(v.config.bn), int64_t(v.config.max_m)}) {
+      for (Shape sh : nk) {
+        sh.m = m;
+        const HgemmProblem p = problem_for(v, sh);
+        const kforge_hgemm_problem abi = p.abi();
+        ASSERT_TRUE(v.supports(&abi)) << v.name << " " << sh.str();
+        const VerifyResult r = verify_hgemm(impl_of(v), p, v.workspace_size(&abi), 31, s.get());
+        ++verified;
+        if (!r.ok) ++failed;
+        EXPECT_TRUE(r.ok) << v.name << " " << sh.str() << ": " << r.why;
+      }
+    }
+  }
+  std::printf("%d swapped variants, %d verifications, %d failed\n", variants, verified, failed);
+  EXPECT_GT(variants, 0);
+}
+
 // Two decode calls back to back on one stream sharing one workspace, the second reading the first
 // one's output as its A: with split-K each call is two kernels, all launched with programmatic
 // dependent launch on Hopper, so the second call's partials must not overwrite the workspace

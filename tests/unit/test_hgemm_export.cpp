@@ -50,6 +50,7 @@ TEST(HgemmExport, WritesTheLibraryFolder) {
                         "src/kernels/hgemm/sm90_gemm.cuh", "src/kernels/hgemm/tile_order.cuh", "src/kernels/hgemm/variants.cu",
                         "src/kernels/hgemm/variants_mid.cu", "src/kernels/hgemm/variants_small.cu",
                         "src/kernels/hgemm/variants_streamk.cu", "src/kernels/hgemm/variants_deep.cu",
+                        "src/kernels/hgemm/variants_swap.cu",
                         "src/kernels/hgemm/variants_bf16.cu", "src/kernels/hgemm/variants_bf16_large.cu", "src/kernels/hgemm/dispatch.hpp", "src/kernels/hgemm/dispatch.cpp", "src/kernels/hgemm/cost_model.hpp",
                         "src/dispatch_table.cpp",
                         "src/kforge_hgemm.cpp", "CMakeLists.txt", "cmake/kforge_hgemmConfig.cmake.in",

@@ -93,6 +93,12 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
       EXPECT_FALSE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_FALSE(all[i].supports(&odd_n)) << all[i].name;
       EXPECT_EQ(kernels::padded_twin(all[i]), nullptr) << all[i].name;
+    } else if (all[i].config.swap_ab) {
+      // Swapped roles: both operands K-major (K % 8 == 0 for TMA), C stored element by element (any
+      // N); no padded twin.
+      EXPECT_FALSE(all[i].supports(&odd_k)) << all[i].name;
+      EXPECT_TRUE(all[i].supports(&odd_n)) << all[i].name;
+      EXPECT_EQ(kernels::padded_twin(all[i]), nullptr) << all[i].name;
     } else if (all[i].config.family == kernels::Family::kSm90 && !all[i].config.pad) {
       EXPECT_FALSE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_FALSE(all[i].supports(&odd_n)) << all[i].name;
@@ -408,6 +414,59 @@ TEST(HgemmKernels, CostModelRanksConfigurationsNotNames) {
 // flight allow. Measured: 64x128 split-K 4 ran 15x4096x4096 (128 CTAs where 124 fit one per SM) in
 // 13.7-14.2 us graph on an H100 against 8.9-9.5 for 64x64 split-K 2, and its tuned entry at
 // 16x3584x4096 (112 CTAs) took 7.8 on the H200.
+// The swapped-role decode tiles (C^T = B^T A^T): Hopper, tn and fp32 accumulation only, M up to two
+// column tiles of A's rows (at most 32), any N, K % 8 == 0; their CTAs tile N by bm and M by bn;
+// the model charges a second column tile (B read again); off the table only where switched on.
+TEST(HgemmKernels, SwappedDecodeTilesServeSmallMTnOnly) {
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  int swapped = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    if (!v.config.swap_ab) continue;
+    ++swapped;
+    const kernels::KernelConfig& c = v.config;
+    EXPECT_EQ(c.family, kernels::Family::kSm90) << v.name;
+    EXPECT_EQ(v.layout, KFORGE_HGEMM_TN) << v.name;
+    EXPECT_FALSE(c.pad) << v.name;
+    EXPECT_TRUE(c.bn == 8 || c.bn == 16 || c.bn == 32) << v.name;
+    EXPECT_EQ(c.max_m, std::min(32, 2 * c.bn)) << v.name;
+    EXPECT_NE(std::string(v.name).find("_sw"), std::string::npos) << v.name;
+    const kforge_hgemm_problem top = prob(c.max_m, 4097, 4096, v.layout, v.acc, v.dtype);
+    EXPECT_TRUE(v.supports(&top)) << v.name;
+    const kforge_hgemm_problem taller = prob(c.max_m + 1, 4096, 4096, v.layout, v.acc, v.dtype);
+    const kforge_hgemm_problem odd_k = prob(1, 4096, 4093, v.layout, v.acc, v.dtype);
+    EXPECT_FALSE(v.supports(&taller)) << v.name;
+    EXPECT_FALSE(v.supports(&odd_k)) << v.name;
+    EXPECT_DOUBLE_EQ(kernels::cta_count(c, 15, 4096),
+                     std::ceil(4096.0 / c.bm) * std::ceil(15.0 / c.bn) * c.splitk) << v.name;
+  }
+  EXPECT_GT(swapped, 0);
+  const kernels::KernelVariant* v8 = kernels::find_variant("sm90_tn_f32_64x8_s12_c1_k1_g0_sw");
+  ASSERT_NE(v8, nullptr);
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  // M = 16 on 8-row tiles: twice the CTAs, and B read a second time.
+  EXPECT_GT(kernels::predicted_us(v8->config, 16, 4096, 4096, h, 0), kernels::predicted_us(v8->config, 8, 4096, 4096, h, 0));
+  // Off the table they are the cost model's only under DeviceModel::swap_ab (KFORGE_HGEMM_SWAP=1).
+  int chosen_on = 0;
+  for (auto [m, n, k] : {std::tuple{1, 4096, 4096}, {8, 8192, 8192}, {15, 4096, 4096}, {16, 12288, 4096}, {31, 16384, 3072}}) {
+    const kforge_hgemm_problem p = prob(m, n, k);
+    h.swap_ab = false;
+    const kernels::KernelVariant* off = kernels::model_choice(p, h, -1, 90);
+    ASSERT_NE(off, nullptr);
+    EXPECT_FALSE(off->config.swap_ab) << off->name;
+    h.swap_ab = true;
+    const kernels::KernelVariant* on = kernels::model_choice(p, h, -1, 90);
+    ASSERT_NE(on, nullptr);
+    EXPECT_TRUE(on->supports(&p)) << on->name;
+    chosen_on += on->config.swap_ab;
+    // nn problems: never (the swapped tiles are tn only).
+    const kforge_hgemm_problem q = prob(m, n, k, KFORGE_HGEMM_NN);
+    EXPECT_FALSE(kernels::model_choice(q, h, -1, 90)->config.swap_ab);
+  }
+  EXPECT_GT(chosen_on, 0);
+}
+
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   EXPECT_FALSE(h.decode_tail);  // off by default (measured neutral on the off-grid set)
