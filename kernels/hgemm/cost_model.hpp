@@ -37,9 +37,10 @@ struct DeviceModel {
   // and 9x4096x4096, 1.43-1.49x, and cost 0.80-0.93 on six others). The dispatcher sets it under
   // KFORGE_HGEMM_DECODE_TAIL=1.
   bool decode_tail = false;
-  // The swapped-role decode tiles (KernelConfig::swap_ab) may be chosen off the table (the
-  // dispatcher sets it under KFORGE_HGEMM_SWAP=1: off by default until they are measured).
-  bool swap_ab = false;
+  // The swapped-role decode tiles (KernelConfig::swap_ab) may be chosen off the table. On by
+  // default since they were measured (dispatch.hpp, swap_enabled); the dispatcher clears it under
+  // KFORGE_HGEMM_SWAP=0, for A/B runs.
+  bool swap_ab = true;
 };
 
 // Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper

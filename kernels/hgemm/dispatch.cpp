@@ -112,7 +112,7 @@ bool stream_k_enabled() {
   return on;
 }
 bool swap_enabled() {
-  static const bool on = env_is("KFORGE_HGEMM_SWAP", "1");
+  static const bool on = !env_is("KFORGE_HGEMM_SWAP", "0");
   return on;
 }
 
@@ -450,7 +450,7 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   if (!whole_k_enabled()) d.whole_k = false;
   if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
   if (stream_k_enabled()) d.stream_k = true;
-  if (swap_enabled()) d.swap_ab = true;
+  if (!swap_enabled()) d.swap_ab = false;
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;

@@ -447,7 +447,8 @@ TEST(HgemmKernels, SwappedDecodeTilesServeSmallMTnOnly) {
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   // M = 16 on 8-row tiles: twice the CTAs, and B read a second time.
   EXPECT_GT(kernels::predicted_us(v8->config, 16, 4096, 4096, h, 0), kernels::predicted_us(v8->config, 8, 4096, 4096, h, 0));
-  // Off the table they are the cost model's only under DeviceModel::swap_ab (KFORGE_HGEMM_SWAP=1).
+  // Off the table they are the cost model's only under DeviceModel::swap_ab (set by the dispatcher unless
+  // KFORGE_HGEMM_SWAP=0).
   int chosen_on = 0;
   for (auto [m, n, k] : {std::tuple{1, 4096, 4096}, {8, 8192, 8192}, {15, 4096, 4096}, {16, 12288, 4096}, {31, 16384, 3072}}) {
     const kforge_hgemm_problem p = prob(m, n, k);
@@ -555,7 +556,9 @@ TEST(HgemmKernels, DispatchProposesSplitTwinsOnUnderfilledDecodeShapes) {
   const kernels::DispatchEntry table[] = {
       {31, 12288, 3072, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, unsplit->name, KFORGE_HGEMM_F16, 20.0}};
   const kernels::Dispatcher disp(table, 1);
-  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  // (The swapped-role tiles, which would compete here too, left out: this is the split twins' rule.)
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  h.swap_ab = false;
   const kernels::KernelConfig& u = unsplit->config;
   auto tiles = [&](const kforge_hgemm_problem& p) {
     return ((p.m + u.bm - 1) / u.bm) * ((p.n + u.bn - 1) / u.bn);
@@ -577,7 +580,9 @@ TEST(HgemmKernels, DispatchProposesSplitTwinsOnUnderfilledDecodeShapes) {
   EXPECT_EQ(c.variant->layout, KFORGE_HGEMM_TN);
   EXPECT_TRUE(c.variant->supports(&few));
   // The same shape on a device of 64 SMs (80 tiles fill it): the unsplit winner stays.
-  EXPECT_EQ(disp.resolve(few, kernels::nominal_device_model(64, 90), -1).variant, unsplit);
+  kernels::DeviceModel h64 = kernels::nominal_device_model(64, 90);
+  h64.swap_ab = false;
+  EXPECT_EQ(disp.resolve(few, h64, -1).variant, unsplit);
   // A shape whose tiles fill the 132 SMs (160 tiles) keeps the unsplit winner.
   const kforge_hgemm_problem full = prob(30, 10240, 3072);
   ASSERT_GE(tiles(full), h.sms);
@@ -666,7 +671,9 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
                                           {64, 4096, 4096, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32,
                                            "sm90_nn_f32_64x64_s6_c1_k1_g0_false"}};
   const kernels::Dispatcher disp(table, 3);
-  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  // First without the swapped-role Hopper tiles (DeviceModel::swap_ab), then with them, below.
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  h.swap_ab = false;
   ASSERT_EQ(kernels::small_m_limit(), 32);
   ASSERT_EQ(kernels::small_n_limit(), 32);
   for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
@@ -681,6 +688,22 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
         EXPECT_EQ(c.unaligned, c.variant);
         EXPECT_EQ(c.workspace, c.variant->workspace_size(&p));
       }
+  // With the swapped-role Hopper tiles (the default): a tn decode shape may take one of them, an
+  // nn one never; an unaligned pointer then goes to a family without TMA.
+  h.swap_ab = true;
+  for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{8, 8192, 8192}, {7, 12288, 4096}, {1, 4096, 4096},
+                           {13, 3072, 3072}}) {
+      const kforge_hgemm_problem p = prob(m, n, k, l);
+      const kernels::Choice c = disp.resolve(p, h, -1);
+      ASSERT_NE(c.variant, nullptr);
+      const bool swapped = c.variant->config.swap_ab;
+      EXPECT_TRUE(c.variant->config.family == kernels::Family::kSkinny || (swapped && l == KFORGE_HGEMM_TN))
+          << m << "x" << n << "x" << k << ": " << c.variant->name;
+      ASSERT_NE(c.unaligned, nullptr);
+      EXPECT_NE(c.unaligned->config.family, kernels::Family::kSm90) << c.unaligned->name;
+    }
+  h.swap_ab = false;
   // Small N: the decode family with A streamed.
   for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
     for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{16384, 8, 4096}, {4096, 1, 4096}, {5496, 8, 12128},
@@ -817,7 +840,9 @@ TEST(HgemmKernels, NeighboursAreCalibratedOnTheirMeasuredTimes) {
   const char* decode = "skinny_tn_f32_m8x64x128_w4_s4";
   ASSERT_NE(kernels::find_variant(hopper), nullptr);
   ASSERT_NE(kernels::find_variant(decode), nullptr);
-  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  // (The swapped-role tiles left out: they would compete with both neighbours at 8x4096x4096.)
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  h.swap_ab = false;
   const kforge_hgemm_problem p = prob(8, 4096, 4096);
   // Two neighbours at the same distance (a factor of two away, in N and in K).
   auto pick = [&](double us_hopper, double us_decode) {
