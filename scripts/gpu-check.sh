@@ -52,8 +52,9 @@
 #           (seconds, default 230) allows; the per-shape table offgrid-speedup.csv, every measurement
 #           offgrid.csv, the output offgrid.log, a summary by kind of shape offgrid-summary.txt
 #           (KFORGE_HGEMM_WHOLEK=0: without the small-K family's whole-K variants, on by default since
-#           the twenty-fourth session; the offgrid-kernels stage verifies them. KFORGE_HGEMM_DECODE_TAIL=1: the cost
-#           model's wave rule for decode tiles, off by default: measured neutral, twenty-fourth session)
+#           the twenty-fourth session; the offgrid-kernels stage verifies them. KFORGE_HGEMM_DECODE_TAIL=0: without
+#           the cost model's wave rule for decode tiles, KFORGE_HGEMM_SWAP=0: without the swapped-role decode
+#           tiles, both on by default since the twenty-fifth session)
 #   gatecost the same verdicts (offline and server) with every batch gated and without
 #           (KFORGE_JUDGE_GATE_EVERY_BATCH), at 64^3, 256x256x8192 and 2048^3
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with

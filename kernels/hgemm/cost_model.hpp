@@ -32,11 +32,13 @@ struct DeviceModel {
   // KFORGE_HGEMM_STREAMK=1: off by default until they are measured on a GPU).
   bool stream_k = false;
   // Decode tiles (2M < BM) with more CTAs than fit at once pay for their waves, a split-K
-  // cluster's last one as a whole one (see predicted_us). Off by default: measured neutral on the
-  // off-grid set (H100, twenty-fourth session: graph 0.943 on, 0.944 off; it fixed 15x4096x4096
-  // and 9x4096x4096, 1.43-1.49x, and cost 0.80-0.93 on six others). The dispatcher sets it under
-  // KFORGE_HGEMM_DECODE_TAIL=1.
-  bool decode_tail = false;
+  // cluster's last one as a whole one (see predicted_us). Measured on the off-grid set (H100,
+  // graph mode): neutral beside the plain tiles alone (twenty-fourth session: 0.943 on, 0.944 off),
+  // ahead once the swapped-role tiles compete (twenty-fifth: decode shapes 0.921 -> 0.931, whole
+  // set 0.951 -> 0.955; it fixed 9x4096x4096, 15x4096x4096 and 10x5120x3072, 1.28-1.50x, and cost
+  // 0.79-0.87 where it moved shapes to split-K 8 clusters tuned on the H200). On by default; the
+  // dispatcher clears it under KFORGE_HGEMM_DECODE_TAIL=0.
+  bool decode_tail = true;
   // The swapped-role decode tiles (KernelConfig::swap_ab) may be chosen off the table. On by
   // default since they were measured (dispatch.hpp, swap_enabled); the dispatcher clears it under
   // KFORGE_HGEMM_SWAP=0, for A/B runs.

@@ -65,7 +65,7 @@ bool neighbour_siblings() {
 }
 
 bool decode_tail_model() {
-  static const bool on = env_is("KFORGE_HGEMM_DECODE_TAIL", "1");
+  static const bool on = !env_is("KFORGE_HGEMM_DECODE_TAIL", "0");
   return on;
 }
 
@@ -446,7 +446,7 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& device, int dev) const {
   DeviceModel d = device;
   if (!neighbour_split_twins()) d.flat_split_charge = true;
-  if (decode_tail_model()) d.decode_tail = true;
+  if (!decode_tail_model()) d.decode_tail = false;
   if (!whole_k_enabled()) d.whole_k = false;
   if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
   if (stream_k_enabled()) d.stream_k = true;

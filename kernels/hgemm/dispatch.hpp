@@ -70,8 +70,8 @@ bool neighbour_siblings();
 // "0": neither, as before the nineteenth session). Read once.
 bool neighbour_split_twins();
 // Whether the cost model charges decode tiles for their waves of resident CTAs
-// (DeviceModel::decode_tail; KFORGE_HGEMM_DECODE_TAIL=1; default off: the single-wave rule, which
-// measured the same on the off-grid set). Read once.
+// (DeviceModel::decode_tail; default on since the twenty-fifth session; KFORGE_HGEMM_DECODE_TAIL=0:
+// the single-wave rule). Read once.
 bool decode_tail_model();
 
 // Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).
