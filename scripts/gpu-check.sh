@@ -95,7 +95,7 @@
 #           cuBLASLt bf16 within the bf16 tolerance; ctest-bf16.log, ~60 s), then ours vs cuBLASLt bf16
 #           (heuristic and auto-tuned) on the 38 shapes of data/shapes/subset.txt, both layouts,
 #           offline, each side at its faster layout: bf16.csv, bf16-speedup.csv and bf16.log (~60 s).
-#           Expected ~150 s after a build; BF16_SHAPES overrides the shape set
+#           Expected ~150 s after a build; BF16_SHAPES overrides the shape set, BF16_MODE (offline) the modes
 # RUNOFF_SAMPLES: the runoff samples of the offgrid and tune stages' bench (default 15, the bench's;
 # 0: no runoff, the method of the sessions before the twenty-first, to compare with their figures).
 # Results and logs go to $OUT (or results/gpu-check when OUT is unset).
@@ -545,7 +545,7 @@ fi
 if has bf16; then
   echo "== bf16: every bf16 variant verified on a sweep, then ours vs cuBLASLt bf16 on a grid subset"
   timeout 300 ctest --test-dir "$build" --output-on-failure -R "Bf16" 2>&1 | tee "$out/ctest-bf16.log" | tail -30 || true
-  timeout 280 $kf hgemm bench --dtype bf16 --baselines lt_heur,lt_auto,ours --no-db --mode offline \
+  timeout 280 $kf hgemm bench --dtype bf16 --baselines lt_heur,lt_auto,ours --no-db --mode "${BF16_MODE:-offline}" \
     --shapes "${BF16_SHAPES:-data/shapes/subset.txt}" --speedup ours:lt_auto --out "$out/bf16.csv" \
     --speedup-out "$out/bf16-speedup.csv" 2>&1 | tee "$out/bf16.log" | tail -70 || true
 fi

@@ -59,6 +59,7 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
   entry<sm90::Gemm<BM, BN, ST, C, SK, 0, false, L, A, false, 1, DT, false, true>>(                          \
       "sm90_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_s" KF_STR(ST) "_c" KF_STR(C) "_k" KF_STR(SK) "_g0_sw", L, A),
 #define KF_SM90_SWAP_F32(...) KF_SM90_SWAP(KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "tn", "f32", KFORGE_HGEMM_F16, __VA_ARGS__)
+#define KF_SM90_SWAP_BF16(...) KF_SM90_SWAP(KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "tn", "bf16", KFORGE_HGEMM_BF16, __VA_ARGS__)
 
 // sm_80: dtype, BM, BN, BK, warps along M, warps along N, stages (every shape and alignment).
 #define KF_SM80(L, A, LN, AN, DT, BM, BN, BK, WM, WN, ST)                                                   \
@@ -123,7 +124,7 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 
 // The shares of the table in translation units of their own, appended by variants() (variants.cu) in
 // this order after its own rows: fp16 (variants_mid.cu, variants_small.cu, variants_streamk.cu,
-// variants_deep.cu, variants_swap.cu), then bf16 (variants_bf16.cu, variants_bf16_large.cu, then variants_streamk.cu's
+// variants_deep.cu, variants_swap.cu), then bf16 (variants_bf16.cu, variants_bf16_large.cu, then variants_streamk.cu's and variants_swap.cu's
 // bf16 rows).
 const KernelVariant* fp16_mid_variants(size_t* count);
 const KernelVariant* fp16_small_variants(size_t* count);
@@ -133,5 +134,6 @@ const KernelVariant* fp16_swap_variants(size_t* count);
 const KernelVariant* bf16_variants(size_t* count);
 const KernelVariant* bf16_large_variants(size_t* count);
 const KernelVariant* bf16_streamk_variants(size_t* count);
+const KernelVariant* bf16_swap_variants(size_t* count);
 
 }  // namespace kforge::kernels

@@ -35,14 +35,14 @@ const KernelVariant kVariants[] = {
 
 // fp16 first (this file's rows, then variants_mid.cu's, then variants_small.cu's: the order of the
 // one list they were split from; then variants_streamk.cu's and variants_deep.cu's fp16 rows, added later), then bf16
-// (variants_bf16.cu's, variants_bf16_large.cu's, then variants_streamk.cu's): the fp16 variants keep
+// (variants_bf16.cu's, variants_bf16_large.cu's, then variants_streamk.cu's and variants_swap.cu's): the fp16 variants keep
 // their indices and order (the fp16 fingerprint of a table's entries, variants_fingerprint, does not change when bf16 ones
 // are added).
 const KernelVariant* variants(size_t* count) {
   static const std::vector<KernelVariant> all = [] {
     std::vector<KernelVariant> v(std::begin(kVariants), std::end(kVariants));
     for (const KernelVariant* (*part)(size_t*) : {fp16_mid_variants, fp16_small_variants, fp16_streamk_variants, fp16_deep_variants, fp16_swap_variants, bf16_variants,
-                                                bf16_large_variants, bf16_streamk_variants}) {
+                                                bf16_large_variants, bf16_streamk_variants, bf16_swap_variants}) {
       size_t n = 0;
       const KernelVariant* b = part(&n);
       v.insert(v.end(), b, b + n);
