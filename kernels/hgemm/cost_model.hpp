@@ -43,7 +43,18 @@ struct DeviceModel {
   // default since they were measured (dispatch.hpp, swap_enabled); the dispatcher clears it under
   // KFORGE_HGEMM_SWAP=0, for A/B runs.
   bool swap_ab = true;
+  // The share of a decode tile's padded wgmma time (or of its loads', whichever is shorter) that
+  // does not hide under the other (decode tiles, 2M < BM, and the swapped ones). Fitted on an H100
+  // (twenty-fifth session, graph mode, every Hopper variant on 10 decode probe shapes, with their
+  // resident counts): the model's own pick ran at 0.918 of the best variant with 0 (ties between
+  // tiles that stream the same bytes broken by table order: 128-row tiles, twice the padded rows
+  // of 64-row ones), 0.939 with 0.1 to 0.3, 0.918 again from 0.4. The dispatcher takes
+  // KFORGE_HGEMM_DECODE_OVERLAP (a number in [0, 1]) in its place.
+  double decode_overlap = 0.2;
 };
+
+// The device's memory bandwidth in bytes per microsecond (1 TB/s where the model holds none).
+inline double bytes_per_us(const DeviceModel& d) { return (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3; }
 
 // Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper
 // (measured 788 TFLOP/s on 132 SMs of the H200), ~2.9 on Ampere (312 TFLOP/s on 108 SMs of the
@@ -80,7 +91,7 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   const int s = c.splitk_auto ? auto_splits(c, streamed, k, res, c.max_n > 0 ? n : m) : std::max(1, c.splitk);
   const double tiles = std::ceil(double(streamed) / c.bn);
   const double ctas = tiles * s;
-  const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
+  const double bw = bytes_per_us(d);
   const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
   // In flight per CTA: its streamed operand's tiles (the small operand's rows are few, mostly zero fill).
   const double per_cta_bw = double(std::max(1, c.stages - 1)) * c.bn * c.bk * 2.0 / 1.5;  // bytes per us
@@ -106,7 +117,7 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
 //
 // The bytes: C written once, A and B read once, at 80% of the device's bandwidth.
 inline double smallk_store_us(int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
-  const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
+  const double bw = bytes_per_us(d);
   return 2.0 * (double(m) * k + double(k) * n + double(m) * n) / (0.8 * bw);
 }
 
@@ -204,7 +215,7 @@ inline double swapped_predicted_us(const KernelConfig& c, int64_t m, int64_t n, 
   const double res = resident > 0 ? double(resident) : sms;
   const double col_tiles = std::ceil(double(m) / c.bn);
   const double ctas = cta_count(c, m, n);
-  const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
+  const double bw = bytes_per_us(d);
   const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
   const double reread = (col_tiles - 1.0) * 2.0 * double(k) * n;
   const double streaming = std::min(ctas, res);
@@ -214,7 +225,7 @@ inline double swapped_predicted_us(const KernelConfig& c, int64_t m, int64_t n, 
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tile_us = 2.0 * c.bm * c.bn * k_per / (tflops * 1e6 / sms * 0.5);
-  const double main_us = std::max(waves * tile_us, mem_us);
+  const double main_us = std::max(waves * tile_us, mem_us) + d.decode_overlap * std::min(waves * tile_us, mem_us);
   const double reduce_us = c.splitk > 1 ? 0.5 * (c.splitk - 1) + 0.02 * main_us : 0.0;
   return main_us + reduce_us + 2.0;
 }
@@ -262,7 +273,8 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // fp16: each input read once, the output written once; C rows that are not 16-byte multiples
   // (N % 8) are stored in 2- and 4-byte pieces, charged as twice their bytes.
   const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n * (n % 8 != 0 ? 2.0 : 1.0));
-  double mem_us = bytes / ((d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3);
+  const double bw = bytes_per_us(d);
+  double mem_us = bytes / bw;
   // A tile whose rows are mostly padding (M under half of bm: decode shapes) streams B through one
   // pipeline per column tile, at a fraction of the device's bandwidth that grows with the CTAs
   // streaming at once: measured on the H200 (twelfth session, 64-row tiles, unsplit) 0.52 with 64
@@ -290,7 +302,6 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
     //   to 8, and the B tile, over an unloaded latency of ~0.7 us): the scheduler refills SMs as
     //   CTAs end, so a partial wave is not a whole one.
     const double per_cta = bytes / ctas;
-    const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;  // bytes per us
     const double wave_us = res * per_cta / (bw * stream_share(res));
     double t;
     if (c.splitk > 1) {
@@ -318,6 +329,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // not as the tune did on 300 (246 with 5 us) and the winner's very split count on 224 (168).
   // Elsewhere the 5 us still agrees best with the table (1100 of 1136 such entries; unchanged).
   double main_us = std::max(waves * sharing * tile_us, mem_us);
+  if (2 * m < c.bm) main_us += d.decode_overlap * std::min(waves * sharing * tile_us, mem_us);
   // Stream-K (stream_k_plan): every CTA (at most one per SM) computes its data-parallel tiles and an
   // equal share of the rest's K loops, so the rounds are fractional; each tile cut in pieces costs
   // its contributors a partial (BM x BN floats) written and its owner the same read back, through L2
@@ -342,7 +354,6 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // each read and written once at ~70% of the bandwidth, one launch each.
   double pad_us = 0;
   if (c.pad) {
-    const double bw = (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3;
     if (k % 8 != 0) pad_us += 4.0 * double(m) * k / (0.7 * bw) + 2.0;
     if (k % 8 != 0 || n % 8 != 0) pad_us += 4.0 * double(k) * n / (0.7 * bw) + 2.0;
   }

@@ -111,6 +111,18 @@ bool stream_k_enabled() {
   static const bool on = env_is("KFORGE_HGEMM_STREAMK", "1");
   return on;
 }
+double decode_overlap() {
+  static const double v = [] {
+    const char* e = std::getenv("KFORGE_HGEMM_DECODE_OVERLAP");
+    if (e && *e) {
+      char* end = nullptr;
+      const double x = std::strtod(e, &end);
+      if (end && *end == '\0' && x >= 0 && x <= 1) return x;
+    }
+    return -1.0;  // the DeviceModel's own
+  }();
+  return v;
+}
 bool swap_enabled() {
   static const bool on = !env_is("KFORGE_HGEMM_SWAP", "0");
   return on;
@@ -451,6 +463,7 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
   if (stream_k_enabled()) d.stream_k = true;
   if (!swap_enabled()) d.swap_ab = false;
+  if (decode_overlap() >= 0) d.decode_overlap = decode_overlap();
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
@@ -472,23 +485,27 @@ Choice Dispatcher::resolve_cached(const kforge_hgemm_problem& p, const DeviceMod
     uint64_t id;
     int64_t m, n, k;
     int layout, acc, dtype, sms, cc, dev;
-    bool whole_k, stream_k, swap_ab;
+    bool whole_k, stream_k, swap_ab, decode_tail;
+    double decode_overlap;
     bool operator==(const Key& o) const {
       return id == o.id && m == o.m && n == o.n && k == o.k && layout == o.layout && acc == o.acc && dtype == o.dtype && sms == o.sms &&
-             cc == o.cc && dev == o.dev && whole_k == o.whole_k && stream_k == o.stream_k && swap_ab == o.swap_ab;
+             cc == o.cc && dev == o.dev && whole_k == o.whole_k && stream_k == o.stream_k && swap_ab == o.swap_ab &&
+             decode_tail == o.decode_tail && decode_overlap == o.decode_overlap;
     }
   };
   struct KeyHash {
     size_t operator()(const Key& k) const {
       uint64_t h = k.id;
       for (uint64_t v : {uint64_t(k.m), uint64_t(k.n), uint64_t(k.k), uint64_t(k.layout) << 16 | uint64_t(k.acc) << 8 | uint64_t(k.dtype),
-                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev)) << 3 | uint64_t(k.swap_ab) << 2 | uint64_t(k.whole_k) << 1 | uint64_t(k.stream_k)})
+                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev)) << 4 | uint64_t(k.decode_tail) << 3 | uint64_t(k.swap_ab) << 2 |
+                             uint64_t(k.whole_k) << 1 | uint64_t(k.stream_k)})
         h = mix(h, v);
       return size_t(h);
     }
   };
   thread_local std::unordered_map<Key, Choice, KeyHash> memo;
-  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), d.sms, d.cc, dev, d.whole_k, d.stream_k, d.swap_ab};
+  const Key key{id_,   p.m,   p.n,       p.k,        int(p.layout), int(p.acc),    int(p.dtype),
+                d.sms, d.cc,  dev,       d.whole_k, d.stream_k,    d.swap_ab,     d.decode_tail, d.decode_overlap};
   const auto it = memo.find(key);
   if (it != memo.end()) return it->second;
   const Choice c = resolve(p, d, dev);

@@ -130,6 +130,9 @@ bool stream_k_enabled();
 // on tiny ones, 0.76 where an unsplit 64x32 tile left 32 CTAs), offline 1.111 -> 1.138. A tuned
 // entry naming one is served as any other.
 bool swap_enabled();
+// KFORGE_HGEMM_DECODE_OVERLAP (a number in [0, 1]) in place of DeviceModel::decode_overlap, for A/B
+// runs; -1 when unset or not such a number. Read once.
+double decode_overlap();
 int64_t small_k_limit();
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);
 

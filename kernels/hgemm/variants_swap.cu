@@ -13,7 +13,9 @@
 // 4x8192x8192 45.5 (46.6; 45.6), 31x16384x3072 35.6 (35.7; 36.2), but 26x4608x3584 10.8 against 10.1
 // (cuBLASLt 9.0): 144 CTAs of 2-CTA clusters spill past the 132 that fit one per SM, and the 12-stage
 // tiles fit one CTA per SM, so the unsplit ones leave SMs idle (4096 columns: 64 tiles). Hence the
-// 6-stage tiles below (three per SM).
+// 6-stage tiles below (three per SM). The 12-stage 64x16 tiles (unsplit and split-K 2) were
+// dropped after that run: slower than 64x32 s8 at the same split on every probe shape (15x4096x4096
+// 10.3 against 8.7 us, 1x4096x4096 9.7 against 8.2, 19x9216x3072 unsplit 30.5 against 25.0).
 // A translation unit of its own so that it compiles in parallel with the rest of the table.
 // Macros: variant_rows.cuh.
 #include "kernels/hgemm/variant_rows.cuh"
@@ -26,9 +28,7 @@ namespace {
 #define KF_SWAP_TILES(ROW)                                                                    \
   ROW(64, 8, 12, 1, 1)     /* M <= 16; 4096 columns -> 64 tiles per 8 rows of M */            \
   ROW(64, 8, 12, 1, 2)                                                                        \
-  ROW(64, 16, 12, 1, 1)    /* M <= 32 */                                                      \
-  ROW(64, 16, 12, 1, 2)                                                                       \
-  ROW(64, 16, 8, 1, 4)                                                                        \
+  ROW(64, 16, 8, 1, 4)     /* M <= 32 */                                                      \
   ROW(64, 32, 8, 1, 1)                                                                        \
   ROW(64, 32, 8, 1, 2)                                                                        \
   ROW(128, 16, 8, 2, 1)    /* two consumer warpgroups of 64 rows of B each */                 \

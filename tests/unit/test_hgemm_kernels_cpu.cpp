@@ -468,8 +468,36 @@ TEST(HgemmKernels, SwappedDecodeTilesServeSmallMTnOnly) {
   EXPECT_GT(chosen_on, 0);
 }
 
+// Decode tiles streaming the same bytes on the same CTAs differ in their padded wgmma work (M
+// padded to the tile's 64 or 128 rows, or to a swapped tile's 8 to 32): part of it does not hide
+// under the loads (DeviceModel::decode_overlap), so that the model prefers the less padded tile
+// instead of whichever comes first in the table. Measured on an H100 at 15x4096x4096 (graph mode,
+// 128 CTAs each): 64x32 swapped split-K 2 8.7 us, 64x64 split-K 2 8.9, 128x64 split-K 2 10.2.
+TEST(HgemmKernels, CostModelChargesDecodeTilesPartOfTheirPaddedWork) {
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  EXPECT_GT(h.decode_overlap, 0.0);
+  kernels::KernelConfig t64;
+  t64.bm = 64, t64.bn = 64, t64.bk = 64, t64.stages = 8, t64.consumers = 1, t64.splitk = 2;
+  kernels::KernelConfig t128 = t64;
+  t128.bm = 128, t128.consumers = 2;
+  kernels::KernelConfig sw = t64;
+  sw.bn = 32, sw.swap_ab = true, sw.max_m = 32;
+  const double p64 = kernels::predicted_us(t64, 15, 4096, 4096, h, 132);
+  const double p128 = kernels::predicted_us(t128, 15, 4096, 4096, h, 132);
+  const double psw = kernels::predicted_us(sw, 15, 4096, 4096, h, 132);
+  EXPECT_LT(p64, p128);
+  EXPECT_LT(psw, p64);
+  // Without the term the two plain tiles tie (the same bytes, the same CTAs).
+  h.decode_overlap = 0.0;
+  EXPECT_NEAR(kernels::predicted_us(t64, 15, 4096, 4096, h, 132), kernels::predicted_us(t128, 15, 4096, 4096, h, 132), 1e-9);
+  // Outside the decode regime (2M >= BM) the term is not applied.
+  kernels::DeviceModel h2 = kernels::nominal_device_model(132, 90);
+  EXPECT_DOUBLE_EQ(kernels::predicted_us(t64, 512, 4096, 4096, h2, 132), kernels::predicted_us(t64, 512, 4096, 4096, h, 132));
+}
+
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  h.decode_overlap = 0.0;  // (the padded work's charge depends on the waves too: left out here)
   EXPECT_TRUE(h.decode_tail);  // on by default (measured ahead on the off-grid set, twenty-fifth session)
   kernels::KernelConfig k4;
   k4.bm = 64, k4.bn = 128, k4.bk = 64, k4.stages = 4, k4.consumers = 1, k4.splitk = 4;
@@ -540,7 +568,9 @@ TEST(HgemmKernels, LastRoundsCountWholeAndTheNeighboursRelativesCompete) {
   const kernels::DispatchEntry dec[] = {
       {8, 4096, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "sm90_tn_f32_64x64_s4_c1_k2_g0_false", KFORGE_HGEMM_F16, 9.0}};
   const kernels::Dispatcher d2(dec, 1);
-  EXPECT_STREQ(d2.resolve(prob(9, 4096, 4096), h, -1).variant->name, "sm90_tn_f32_64x64_s4_c1_k2_g0_false");
+  kernels::DeviceModel plain = h;
+  plain.swap_ab = false;  // (the swapped tiles, other tiles than the split twins', left out)
+  EXPECT_STREQ(d2.resolve(prob(9, 4096, 4096), plain, -1).variant->name, "sm90_tn_f32_64x64_s4_c1_k2_g0_false");
 }
 
 // Step 2 on a decode shape with fewer output tiles than SMs: the proposal's split-K twins (the same
