@@ -56,6 +56,11 @@ struct DeviceModel {
 // The device's memory bandwidth in bytes per microsecond (1 TB/s where the model holds none).
 inline double bytes_per_us(const DeviceModel& d) { return (d.bandwidth_gbs > 0 ? d.bandwidth_gbs : 1000.0) * 1e3; }
 
+// The share of the device's bandwidth that `streaming` CTAs of a decode tile reach, each streaming B
+// through one pipeline: measured on the H200 (twelfth session, 64-row tiles, unsplit) 0.52 with 64
+// CTAs (31x4096x4096), 0.55 with 36, 0.69 with 192 and 0.81 with 296 (28x37888x3584).
+inline double decode_stream_share(double streaming, double sms) { return 0.45 + 0.35 * std::min(1.0, streaming / sms); }
+
 // Nominal throughput for a compute capability: ~6 TFLOP/s of fp16 tensor work per SM on Hopper
 // (measured 788 TFLOP/s on 132 SMs of the H200), ~2.9 on Ampere (312 TFLOP/s on 108 SMs of the
 // A100), and the memory of an H200 / A100. The dispatcher uses these when nothing was measured.
@@ -219,7 +224,7 @@ inline double swapped_predicted_us(const KernelConfig& c, int64_t m, int64_t n, 
   const double bytes = 2.0 * (double(m) * k + double(k) * n + double(m) * n);
   const double reread = (col_tiles - 1.0) * 2.0 * double(k) * n;
   const double streaming = std::min(ctas, res);
-  const double share = 0.45 + 0.35 * std::min(1.0, streaming / sms);
+  const double share = decode_stream_share(streaming, sms);
   const double waves = std::ceil(ctas / res);
   const double mem_us = (bytes / (bw * share) + reread / (2.0 * bw)) * (waves > 1 ? waves * res / ctas : 1.0);
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
@@ -277,15 +282,14 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   double mem_us = bytes / bw;
   // A tile whose rows are mostly padding (M under half of bm: decode shapes) streams B through one
   // pipeline per column tile, at a fraction of the device's bandwidth that grows with the CTAs
-  // streaming at once: measured on the H200 (twelfth session, 64-row tiles, unsplit) 0.52 with 64
-  // CTAs (31x4096x4096), 0.55 with 36, 0.69 with 192 and 0.81 with 296 (28x37888x3584, where it
-  // beat the decode family's best, 74 against 90 us).
+  // streaming at once (decode_stream_share; at 28x37888x3584 this tile beat the decode family's
+  // best, 74 against 90 us).
   // (A stream-K grid streams on its plan's CTAs, one per SM, whatever its tile count.)
   const StreamKPlan plan = c.stream_k && c.family == Family::kSm90
                                ? stream_k_plan(int64_t(ctas), int((k + c.bk - 1) / c.bk), int(sms), kStreamKMinIters)
                                : StreamKPlan{};
   const double streaming = plan.grid > 0 ? double(plan.grid) : ctas;
-  const auto stream_share = [&](double streaming_ctas) { return 0.45 + 0.35 * std::min(1.0, streaming_ctas / sms); };
+  const auto stream_share = [&](double streaming_ctas) { return decode_stream_share(streaming_ctas, sms); };
   if (2 * m < c.bm && (plan.grid > 0 || ctas <= res || resident <= 0 || !d.decode_tail)) {
     mem_us /= stream_share(streaming);
   } else if (2 * m < c.bm) {

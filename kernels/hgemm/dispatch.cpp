@@ -42,15 +42,7 @@ std::atomic<uint64_t> g_next_dispatcher_id{1};
 }  // namespace
 
 double neighbour_radius() {
-  static const double r = [] {
-    const char* e = std::getenv("KFORGE_HGEMM_NN_RADIUS");
-    if (e && *e) {
-      char* end = nullptr;
-      const double v = std::strtod(e, &end);
-      if (end && *end == '\0' && v >= 0 && v < 100) return v;
-    }
-    return 0.35;
-  }();
+  static const double r = env_number("KFORGE_HGEMM_NN_RADIUS", 0.0, 99.0, 0.35);
   return r;
 }
 
@@ -112,15 +104,7 @@ bool stream_k_enabled() {
   return on;
 }
 double decode_overlap() {
-  static const double v = [] {
-    const char* e = std::getenv("KFORGE_HGEMM_DECODE_OVERLAP");
-    if (e && *e) {
-      char* end = nullptr;
-      const double x = std::strtod(e, &end);
-      if (end && *end == '\0' && x >= 0 && x <= 1) return x;
-    }
-    return -1.0;  // the DeviceModel's own
-  }();
+  static const double v = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);  // -1: the DeviceModel's own
   return v;
 }
 bool swap_enabled() {
@@ -211,7 +195,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     // measured elsewhere).
     if (v.config.whole_k && (!smallk || !d.whole_k || p.k <= outer_k_limit())) continue;
     if (v.config.stream_k && !d.stream_k) continue;  // measured slower (DeviceModel::stream_k)
-    if (v.config.swap_ab && !d.swap_ab) continue;    // not yet measured (DeviceModel::swap_ab)
+    if (v.config.swap_ab && !d.swap_ab) continue;    // off under KFORGE_HGEMM_SWAP=0 (DeviceModel::swap_ab)
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order

@@ -179,6 +179,17 @@ inline bool env_is(const char* name, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
+// Environment variable `name` as a number in [lo, hi] (the dispatcher's tunable A/B figures:
+// KFORGE_HGEMM_NN_RADIUS, _DECODE_OVERLAP), or `fallback` where it is unset, not wholly a number, or
+// out of range.
+inline double env_number(const char* name, double lo, double hi, double fallback) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(e, &end);
+  return end && *end == '\0' && v >= lo && v <= hi ? v : fallback;
+}
+
 // How auto_splits chooses: KFORGE_HGEMM_DECODE_SPLITS=fill for the first rule (as many splits as
 // fill one wave, none once the column tiles alone do), for A/B measurements; else `balance`.
 inline bool decode_splits_fill() {

@@ -222,6 +222,19 @@ __device__ __forceinline__ float4 ld_dsmem_f4(const void* local, uint32_t rank) 
   return v;
 }
 
+// The two accumulator values of an m64nN fragment at row half h (rows l/4 and l/4 + 8) and column
+// pair j (columns 8j + 2(l%4) + {0, 1}) as floats: fp32 accumulators hold them as 4j + 2h and
+// 4j + 2h + 1, fp16 ones as the halves of the packed register 2j + h.
+template <bool kF32, class Acc>
+__device__ __forceinline__ float2 acc_pair(const Acc* acc, int j, int h) {
+  if constexpr (kF32) {
+    return make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+  } else {
+    const __half2 hv = *reinterpret_cast<const __half2*>(&acc[2 * j + h]);
+    return make_float2(__low2float(hv), __high2float(hv));
+  }
+}
+
 // wgmma shared-memory descriptor, 128-byte swizzle (layout type 1 in bits 62-63).
 __device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
   uint64_t d = 0;
@@ -527,19 +540,10 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
             for (int h = 0; h < 2; ++h) {
               const int row = r0 + row_off + i * 64 + warp * 16 + lane / 4 + 8 * h;
               if (row < own_r || row >= p.m) continue;
-#pragma unroll
-              for (int q = 0; q < 2; ++q) {
-                const int col = c0 + 8 * j + 2 * (lane % 4) + q;
-                if (col >= p.n) continue;
-                float x;
-                if constexpr (T::kF32) {
-                  x = acc[i][4 * j + 2 * h + q];
-                } else {
-                  const __half2 hv = *reinterpret_cast<const __half2*>(&acc[i][2 * j + h]);
-                  x = q ? __high2float(hv) : __low2float(hv);
-                }
-                cout[int64_t(col) * p.m + row] = E::from(x);
-              }
+              const float2 x = acc_pair<T::kF32>(acc[i], j, h);
+              const int col = c0 + 8 * j + 2 * (lane % 4);
+              if (col < p.n) cout[int64_t(col) * p.m + row] = E::from(x.x);
+              if (col + 1 < p.n) cout[int64_t(col + 1) * p.m + row] = E::from(x.y);
             }
       } else if constexpr (SPLITK == 1) {
         // Through the warp's staging buffer, 64 columns at a time: fragments in, whole rows out.
@@ -617,16 +621,7 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
             for (int h = 0; h < 2; ++h) {
               const int r = row_off + i * 64 + warp * 16 + lane / 4 + 8 * h;
               const int cidx = 8 * j + 2 * (lane % 4);
-              float x0, x1;
-              if constexpr (T::kF32) {
-                x0 = acc[i][4 * j + 2 * h];
-                x1 = acc[i][4 * j + 2 * h + 1];
-              } else {
-                const __half2 hv = *reinterpret_cast<const __half2*>(&acc[i][2 * j + h]);
-                x0 = __low2float(hv);
-                x1 = __high2float(hv);
-              }
-              *reinterpret_cast<float2*>(&red[r * T::kRedStride + cidx]) = make_float2(x0, x1);
+              *reinterpret_cast<float2*>(&red[r * T::kRedStride + cidx]) = acc_pair<T::kF32>(acc[i], j, h);
             }
       }
     }
