@@ -207,6 +207,19 @@ inline double sm90_tile_efficiency(const KernelConfig& c) {
   return base;
 }
 
+// A decode tile's main time (2M < BM, and the swapped tiles): the longer of its padded wgmma work
+// and its loads, plus the share of the shorter that does not hide under it (DeviceModel::decode_overlap).
+inline double decode_main_us(double compute_us, double mem_us, const DeviceModel& d) {
+  return std::max(compute_us, mem_us) + d.decode_overlap * std::min(compute_us, mem_us);
+}
+
+// A decode tile's split-K cluster reduction: ~0.5 us per extra K slice and 2% of the kernel's time
+// (the cluster waits for its slowest slice); fitted on the shipped table's decode entries (see the
+// split-K charge in predicted_us).
+inline double decode_split_charge_us(int splitk, double main_us) {
+  return splitk > 1 ? 0.5 * (splitk - 1) + 0.02 * main_us : 0.0;
+}
+
 // The swapped-role decode tiles (KernelConfig::swap_ab, tn, M <= max_m): tiles of C^T, bm rows of B
 // (N) by bn rows of A (M). Like the decode tiles below they stream B, at a share of the device's
 // bandwidth that grows with the CTAs streaming at once; a second column tile of M (M > bn) reads B
@@ -230,9 +243,8 @@ inline double swapped_predicted_us(const KernelConfig& c, int64_t m, int64_t n, 
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tile_us = 2.0 * c.bm * c.bn * k_per / (tflops * 1e6 / sms * 0.5);
-  const double main_us = std::max(waves * tile_us, mem_us) + d.decode_overlap * std::min(waves * tile_us, mem_us);
-  const double reduce_us = c.splitk > 1 ? 0.5 * (c.splitk - 1) + 0.02 * main_us : 0.0;
-  return main_us + reduce_us + 2.0;
+  const double main_us = decode_main_us(waves * tile_us, mem_us, d);
+  return main_us + decode_split_charge_us(c.splitk, main_us) + 2.0;
 }
 
 // Predicted microseconds of configuration `c` on M x N x K. `resident` is how many CTAs of the
@@ -332,8 +344,8 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // entries whose winners' tiles are fewer than the SMs (313, issue 18): the model picks split or
   // not as the tune did on 300 (246 with 5 us) and the winner's very split count on 224 (168).
   // Elsewhere the 5 us still agrees best with the table (1100 of 1136 such entries; unchanged).
-  double main_us = std::max(waves * sharing * tile_us, mem_us);
-  if (2 * m < c.bm) main_us += d.decode_overlap * std::min(waves * sharing * tile_us, mem_us);
+  const double compute_us = waves * sharing * tile_us;
+  double main_us = 2 * m < c.bm ? decode_main_us(compute_us, mem_us, d) : std::max(compute_us, mem_us);
   // Stream-K (stream_k_plan): every CTA (at most one per SM) computes its data-parallel tiles and an
   // equal share of the rest's K loops, so the rounds are fractional; each tile cut in pieces costs
   // its contributors a partial (BM x BN floats) written and its owner the same read back, through L2
@@ -351,7 +363,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
     main_us = std::max(rounds * tile_us + fixup_us, mem_us);
   }
   const double reduce_us = c.splitk <= 1   ? 0.0
-                           : 2 * m < c.bm && !d.flat_split_charge ? 0.5 * (c.splitk - 1) + 0.02 * main_us
+                           : 2 * m < c.bm && !d.flat_split_charge ? decode_split_charge_us(c.splitk, main_us)
                                           : 5.0;
   // A padded variant first copies the operands whose rows are not 16-byte multiples: A when
   // K % 8 != 0; B when K or N % 8 != 0 (charged for both layouts: a K-major B needs it only for K),
