@@ -235,6 +235,21 @@ __device__ __forceinline__ float2 acc_pair(const Acc* acc, int j, int h) {
   }
 }
 
+// Calls fn(row, col, pair) for every accumulator pair of a consumer's fragments (R of m64nN, C
+// registers each): row = row_off + 64i + 16 warp + l/4 + 8h (the tile row), col = 8j + 2(l%4) (the
+// first of the pair's two columns), pair = acc_pair (both values as floats).
+template <bool kF32, class Acc, int R, int C, class Fn>
+__device__ __forceinline__ void for_each_acc_pair(const Acc (&acc)[R][C], int row_off, int warp, int lane, Fn&& fn) {
+  constexpr int kPairs = kF32 ? C / 4 : C / 2;  // column pairs of 8 (N / 8)
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        fn(row_off + i * 64 + warp * 16 + lane / 4 + 8 * h, 8 * j + 2 * (lane % 4), acc_pair<kF32>(acc[i], j, h));
+}
+
 // wgmma shared-memory descriptor, 128-byte swizzle (layout type 1 in bits 62-63).
 __device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
   uint64_t d = 0;
@@ -532,19 +547,12 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
         // N wide): the 8 lanes of one column pair write 8 consecutive elements of a C row.
         ET* cout = static_cast<ET*>(p.c);
         const int r0 = tile_row0(tm, BM, p), c0 = tile_col0(tn, BN, p), own_r = tm * BM;
-#pragma unroll
-        for (int i = 0; i < T::kMmaM; ++i)
-#pragma unroll
-          for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = r0 + row_off + i * 64 + warp * 16 + lane / 4 + 8 * h;
-              if (row < own_r || row >= p.m) continue;
-              const float2 x = acc_pair<T::kF32>(acc[i], j, h);
-              const int col = c0 + 8 * j + 2 * (lane % 4);
-              if (col < p.n) cout[int64_t(col) * p.m + row] = E::from(x.x);
-              if (col + 1 < p.n) cout[int64_t(col + 1) * p.m + row] = E::from(x.y);
-            }
+        for_each_acc_pair<T::kF32>(acc, row_off, warp, lane, [&](int r, int cidx, float2 x) {
+          const int row = r0 + r, col = c0 + cidx;
+          if (row < own_r || row >= p.m) return;
+          if (col < p.n) cout[int64_t(col) * p.m + row] = E::from(x.x);
+          if (col + 1 < p.n) cout[int64_t(col + 1) * p.m + row] = E::from(x.y);
+        });
       } else if constexpr (SPLITK == 1) {
         // Through the warp's staging buffer, 64 columns at a time: fragments in, whole rows out.
         ET* stage = reinterpret_cast<ET*>(smem + T::kEpiOffset) + (cw * 4 + warp) * 16 * T::kStageRow;
@@ -613,16 +621,9 @@ __global__ void __launch_bounds__(Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROU
         // Other consumer warpgroups may still be reading the last stage through wgmma.
         if constexpr (CONSUMERS > 1) asm volatile("bar.sync 1, %0;\n" ::"n"(CONSUMERS * 128) : "memory");
         float* red = reinterpret_cast<float*>(smem);
-#pragma unroll
-        for (int i = 0; i < T::kMmaM; ++i)
-#pragma unroll
-          for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int r = row_off + i * 64 + warp * 16 + lane / 4 + 8 * h;
-              const int cidx = 8 * j + 2 * (lane % 4);
-              *reinterpret_cast<float2*>(&red[r * T::kRedStride + cidx]) = acc_pair<T::kF32>(acc[i], j, h);
-            }
+        for_each_acc_pair<T::kF32>(acc, row_off, warp, lane, [&](int r, int cidx, float2 x) {
+          *reinterpret_cast<float2*>(&red[r * T::kRedStride + cidx]) = x;
+        });
       }
     }
   }
