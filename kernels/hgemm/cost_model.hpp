@@ -51,6 +51,38 @@ struct DeviceModel {
   // of 64-row ones), 0.939 with 0.1 to 0.3, 0.918 again from 0.4. The dispatcher takes
   // KFORGE_HGEMM_DECODE_OVERLAP (a number in [0, 1]) in its place.
   double decode_overlap = 0.2;
+  // Decode tiles (decode_tile, and the swapped ones), refitted on an H100 (twenty-sixth session,
+  // graph mode, tn): every Hopper variant timed on 30 decode shapes, 10 from the twenty-fifth
+  // session's probe and 20 more (decode-train shapes, and N from 64 to 768 whose few output tiles
+  // leave most SMs idle), 865 points. Ranked by the nominal model as the dispatcher ranks them, the
+  // model's own pick ran at 0.816 of the best variant before (0.683 on the 20 new shapes, where
+  // split-K 8 and 16 clusters won by 1.4-2x while the model charged each extra K slice 0.5 us) and
+  // at 0.984 on both sets with these (mean |log error| within a shape 0.12 and 0.26 -> 0.10; the
+  // grid searched is in docs/perf-notes.md):
+  // - decode_wave_us: each wave of CTAs past the first (more than fit at once) starts with empty
+  //   pipelines, and a split-K cluster's waits for its last CTA (decode_spill_us);
+  // - decode_kstep_us + decode_fill_us / STAGES: the least time a CTA spends on one K tile of 64,
+  //   however narrow its tile (decode_kstep_floor_us), a bound on the whole kernel: with few CTAs
+  //   each running a long K, it decides;
+  // - decode_cluster_us + decode_slice_us per extra K slice: a split-K cluster's launch and
+  //   reduction (decode_split_charge_us).
+  // The dispatcher takes KFORGE_HGEMM_DECODE_WAVE_US and KFORGE_HGEMM_DECODE_SLICE_US in place of
+  // the first and the last, and clears the floor under KFORGE_HGEMM_DECODE_KSTEP=0, for A/B runs.
+  double decode_wave_us = 2.3;
+  double decode_kstep_us = 0.135;
+  double decode_fill_us = 0.66;
+  double decode_slice_us = 0.05;
+  double decode_cluster_us = 1.0;
+  // Dispatch step 2 on decode shapes (M <= the decode regime's limit): every Hopper variant that
+  // serves the problem competes with the neighbours' proposals (decode_siblings), and every Hopper
+  // proposal is ranked at the nearest Hopper proposal's calibration (decode_uniform), so that this
+  // model alone ranks them. Measured on an H100 (twenty-sixth session, off-grid set, graph mode):
+  // decode shapes 0.945 -> 0.947 (siblings) -> 0.953 (both), the whole set 0.961 -> 0.964. On by
+  // default; the dispatcher clears them under KFORGE_HGEMM_DECODE_SIBLINGS=0 and
+  // KFORGE_HGEMM_DECODE_UNIFORM=0.
+  bool decode_siblings = true;
+  bool decode_uniform = true;
+  bool operator==(const DeviceModel&) const = default;  // every field (the dispatcher's memo key)
 };
 
 // The device's memory bandwidth in bytes per microsecond (1 TB/s where the model holds none).
@@ -213,11 +245,44 @@ inline double decode_main_us(double compute_us, double mem_us, const DeviceModel
   return std::max(compute_us, mem_us) + d.decode_overlap * std::min(compute_us, mem_us);
 }
 
-// A decode tile's split-K cluster reduction: ~0.5 us per extra K slice and 2% of the kernel's time
-// (the cluster waits for its slowest slice); fitted on the shipped table's decode entries (see the
-// split-K charge in predicted_us).
-inline double decode_split_charge_us(int splitk, double main_us) {
-  return splitk > 1 ? 0.5 * (splitk - 1) + 0.02 * main_us : 0.0;
+// A decode tile: M fills at most half of the tile's rows (2M < BM), or exactly half of a 64-row
+// tile (M = 32: fitted with the other decode shapes, twenty-sixth session, H100 probe of 30 decode
+// shapes x every Hopper variant: the model's own pick ran at 0.967 of the best variant with 2M < BM
+// alone and 0.978 with M = 32 on 64-row tiles counted too).
+inline bool decode_tile(const KernelConfig& c, int64_t m) { return 2 * m < c.bm || (2 * m == c.bm && c.bm <= 64); }
+
+// The least time one K tile (64) takes on a decode tile's CTA (DeviceModel::decode_kstep_us,
+// decode_fill_us): the wait for its stage, the wgmmas' latency and the stage's release, with a fill
+// latency that the other stages in flight hide. Measured slopes (H100, twenty-sixth session, graph
+// mode, time against K tiles per CTA): ~0.30 us with 4 stages (8x56x5712 nn, 64x64 split-K 4 and
+// 8), 0.19 with 12 (the swapped 64x8 tile at 8x56x5712 and 1x4096x4096), 0.15-0.22 with 8
+// (1x320x12288, 64x64 split-K 8 and 16; 15x4096x4096); the fit: 0.135 + 0.66 / STAGES.
+inline double decode_kstep_floor_us(const KernelConfig& c, const DeviceModel& d) {
+  return d.decode_kstep_us + d.decode_fill_us / std::max(1, c.stages);
+}
+
+// The K-tile floor of a decode launch: its waves (one without the wave rule, decode_tail) of CTAs
+// each running k_per / 64 K tiles at decode_kstep_floor_us.
+inline double decode_floor_us(const KernelConfig& c, double k_per, double waves, const DeviceModel& d) {
+  return (d.decode_tail ? waves : 1.0) * k_per / 64.0 * decode_kstep_floor_us(c, d);
+}
+
+// The extra waves of a decode launch (DeviceModel::decode_wave_us): 0 where its CTAs fit at once,
+// where the resident count is unknown (0), or without the decode wave rule.
+inline double decode_spill_us(double ctas, int resident, const DeviceModel& d) {
+  if (!d.decode_tail || resident <= 0 || ctas <= resident) return 0.0;
+  return (std::ceil(ctas / resident) - 1.0) * d.decode_wave_us;
+}
+
+// A decode tile's split-K cluster reduction: DeviceModel::decode_slice_us per extra K slice and 2%
+// of the kernel's time (the cluster waits for its slowest slice). The slice charge was 0.5 us,
+// fitted on the shipped table's decode entries (nineteenth session: which split the tune chose);
+// timed per variant it is far less (1x320x12288: split-K 16 ran 12 K tiles per CTA in 4.5 us, and
+// split-K 8 its 24 in 6.3), while a cluster launch costs ~1 us more than a plain one on tiny shapes
+// (24x152x288: the unsplit swapped 64x16 tile 2.1 us, the 64x64 split-K 3 cluster 3.4): refitted
+// with the K-tile floor to 1.0 + 0.05 per extra slice (DeviceModel).
+inline double decode_split_charge_us(int splitk, double main_us, const DeviceModel& d) {
+  return splitk > 1 ? d.decode_cluster_us + d.decode_slice_us * (splitk - 1) + 0.02 * main_us : 0.0;
 }
 
 // The swapped-role decode tiles (KernelConfig::swap_ab, tn, M <= max_m): tiles of C^T, bm rows of B
@@ -225,7 +290,7 @@ inline double decode_split_charge_us(int splitk, double main_us) {
 // bandwidth that grows with the CTAs streaming at once; a second column tile of M (M > bn) reads B
 // again, from L2 (taken at twice the bandwidth). Their wgmma work is bm x bn per k16, M padded to
 // bn rather than to 64, at half the nominal rate (narrow wgmmas); CTAs past the resident ones run
-// as another wave; a split-K cluster adds its reduction as the decode tiles' (0.5 us per extra
+// as another wave; a split-K cluster adds its reduction as the decode tiles' (decode_slice_us per extra
 // slice and 2%). A prediction from the plain tiles' figures, not yet fitted to the swapped ones.
 inline double swapped_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                    int resident) {
@@ -243,8 +308,9 @@ inline double swapped_predicted_us(const KernelConfig& c, int64_t m, int64_t n, 
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tile_us = 2.0 * c.bm * c.bn * k_per / (tflops * 1e6 / sms * 0.5);
-  const double main_us = decode_main_us(waves * tile_us, mem_us, d);
-  return main_us + decode_split_charge_us(c.splitk, main_us) + 2.0;
+  const double main_us = std::max(decode_main_us(waves * tile_us, mem_us, d), decode_floor_us(c, k_per, waves, d)) +
+                         decode_spill_us(ctas, resident, d);
+  return main_us + decode_split_charge_us(c.splitk, main_us, d) + 2.0;
 }
 
 // Predicted microseconds of configuration `c` on M x N x K. `resident` is how many CTAs of the
@@ -272,7 +338,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // A tile whose rows are mostly padding (decode shapes) keeps the area rule the decode entries
   // were tuned and calibrated with; every other sm90 tile the measured efficiencies.
   const double eff = c.family != Family::kSm90 ? 0.35
-                     : 2 * m < c.bm            ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
+                     : decode_tile(c, m)            ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
                                                : 0.92 * sm90_tile_efficiency(c);
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
@@ -302,9 +368,9 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
                                : StreamKPlan{};
   const double streaming = plan.grid > 0 ? double(plan.grid) : ctas;
   const auto stream_share = [&](double streaming_ctas) { return decode_stream_share(streaming_ctas, sms); };
-  if (2 * m < c.bm && (plan.grid > 0 || ctas <= res || resident <= 0 || !d.decode_tail)) {
+  if (decode_tile(c, m) && (plan.grid > 0 || ctas <= res || resident <= 0 || !d.decode_tail)) {
     mem_us /= stream_share(streaming);
-  } else if (2 * m < c.bm) {
+  } else if (decode_tile(c, m)) {
     // More decode CTAs than fit at once; only where the count is known, from the GPU (one CTA per
     // SM, the fallback, would understate every variant that fits two).
     // - Split-K clusters (resident: the clusters that fit one CTA per SM, sm90_gemm.cuh): the
@@ -335,17 +401,22 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   }
   // Measured on the H200: a split-K cluster launch with its DSMEM reduction costs ~5 us more than
   // a plain launch doing the same per-CTA work (docs/perf-notes.md, first sessions, before v3
-  // issued the S remote loads of the reduction together). On decode tiles (2M < BM) that flat
+  // issued the S remote loads of the reduction together). On decode tiles (decode_tile) that flat
   // charge contradicts the later measurements: 64x64 split-K 2 ran 31x4096x4096 in 9.0 us and
   // 1x4096x4096 in 8.9 (thirteenth session), where the bytes alone at this model's bandwidth take
   // ~9.5 us, and the model then preferred the unsplit tile at 31x5120x3072 (80 CTAs, 14.5 us).
-  // There: ~0.5 us per extra K slice (the per-remote-load figure of the v3 notes) and 2% of the
-  // kernel's time (the cluster waits for its slowest slice). Fitted on the shipped table's decode
-  // entries whose winners' tiles are fewer than the SMs (313, issue 18): the model picks split or
-  // not as the tune did on 300 (246 with 5 us) and the winner's very split count on 224 (168).
+  // There: decode_split_charge_us (a cluster's launch, a small charge per extra K slice and 2% of the
+  // kernel's time; 0.5 us per slice from the nineteenth session, refitted per variant in the
+  // twenty-sixth to 1.0 + 0.05 per slice).
   // Elsewhere the 5 us still agrees best with the table (1100 of 1136 such entries; unchanged).
   const double compute_us = waves * sharing * tile_us;
-  double main_us = 2 * m < c.bm ? decode_main_us(compute_us, mem_us, d) : std::max(compute_us, mem_us);
+  double main_us = std::max(compute_us, mem_us);
+  if (decode_tile(c, m)) {
+    main_us = decode_main_us(compute_us, mem_us, d) + decode_spill_us(ctas, resident, d);
+    // The K-tile floor bounds the whole (it is the pipeline the bytes stream through, not work
+    // beside them): it decides only where few CTAs each run a long K.
+    if (c.family == Family::kSm90) main_us = std::max(main_us, decode_floor_us(c, k_per, waves, d));
+  }
   // Stream-K (stream_k_plan): every CTA (at most one per SM) computes its data-parallel tiles and an
   // equal share of the rest's K loops, so the rounds are fractional; each tile cut in pieces costs
   // its contributors a partial (BM x BN floats) written and its owner the same read back, through L2
@@ -363,7 +434,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
     main_us = std::max(rounds * tile_us + fixup_us, mem_us);
   }
   const double reduce_us = c.splitk <= 1   ? 0.0
-                           : 2 * m < c.bm && !d.flat_split_charge ? decode_split_charge_us(c.splitk, main_us)
+                           : decode_tile(c, m) && !d.flat_split_charge ? decode_split_charge_us(c.splitk, main_us, d)
                                           : 5.0;
   // A padded variant first copies the operands whose rows are not 16-byte multiples: A when
   // K % 8 != 0; B when K or N % 8 != 0 (charged for both layouts: a K-major B needs it only for K),

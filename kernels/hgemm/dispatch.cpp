@@ -107,6 +107,26 @@ double decode_overlap() {
   static const double v = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);  // -1: the DeviceModel's own
   return v;
 }
+bool decode_siblings_enabled() {
+  static const bool on = !env_is("KFORGE_HGEMM_DECODE_SIBLINGS", "0");
+  return on;
+}
+bool decode_uniform_enabled() {
+  static const bool on = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
+  return on;
+}
+double decode_slice_us() {
+  static const double v = env_number("KFORGE_HGEMM_DECODE_SLICE_US", 0.0, 100.0, -1.0);  // -1: the DeviceModel's own
+  return v;
+}
+bool decode_kstep_floor() {
+  static const bool on = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");
+  return on;
+}
+double decode_wave_us() {
+  static const double v = env_number("KFORGE_HGEMM_DECODE_WAVE_US", 0.0, 100.0, -1.0);  // -1: the DeviceModel's own
+  return v;
+}
 bool swap_enabled() {
   static const bool on = !env_is("KFORGE_HGEMM_SWAP", "0");
   return on;
@@ -411,6 +431,17 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   // everything else: on a tie the neighbours' choice stays.
   if (d.swap_ab && small_m && d.cc == 90 && !proposals.empty())
     propose_all([](const KernelConfig& c) { return c.swap_ab; }, hopper_scale);
+  // On decode shapes every Hopper variant that serves the problem competes too (decode_siblings),
+  // and every Hopper proposal takes the nearest Hopper proposal's calibration (decode_uniform), so
+  // that the model alone ranks them: a neighbour's own calibration says how the model erred at its
+  // shape with its tile, not how that tile compares with another here (19x9216x3072 on an H100: the
+  // split-K 8 twin of a neighbour's 64x128 tile, 576 CTAs, ran 34.8 us where the unsplit 64x64
+  // tile ran 24.0). Measured: DeviceModel::decode_siblings.
+  if (d.decode_siblings && small_m && d.cc == 90 && !proposals.empty())
+    propose_all([](const KernelConfig& c) { return c.family == Family::kSm90 && !c.pad && !c.stream_k; }, hopper_scale);
+  if (d.decode_uniform && small_m)
+    for (Proposal& q : proposals)
+      if (q.v->config.family == Family::kSm90) q.scale = hopper_scale;
   // A padded twin pays its copies (two or three launches on a small shape): the best variant without
   // TMA, which needs none, competes with it.
   if (padded)
@@ -448,6 +479,11 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   if (stream_k_enabled()) d.stream_k = true;
   if (!swap_enabled()) d.swap_ab = false;
   if (decode_overlap() >= 0) d.decode_overlap = decode_overlap();
+  if (decode_wave_us() >= 0) d.decode_wave_us = decode_wave_us();
+  if (!decode_kstep_floor()) d.decode_kstep_us = d.decode_fill_us = 0;
+  if (decode_slice_us() >= 0) d.decode_slice_us = decode_slice_us();
+  if (!decode_siblings_enabled()) d.decode_siblings = false;
+  if (!decode_uniform_enabled()) d.decode_uniform = false;
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;
@@ -465,31 +501,26 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
 }
 
 Choice Dispatcher::resolve_cached(const kforge_hgemm_problem& p, const DeviceModel& d, int dev) const {
+  // The whole DeviceModel is part of the key: a caller that changes any of its fields gets a
+  // choice made with them (DeviceModel's defaulted ==).
   struct Key {
     uint64_t id;
     int64_t m, n, k;
-    int layout, acc, dtype, sms, cc, dev;
-    bool whole_k, stream_k, swap_ab, decode_tail;
-    double decode_overlap;
-    bool operator==(const Key& o) const {
-      return id == o.id && m == o.m && n == o.n && k == o.k && layout == o.layout && acc == o.acc && dtype == o.dtype && sms == o.sms &&
-             cc == o.cc && dev == o.dev && whole_k == o.whole_k && stream_k == o.stream_k && swap_ab == o.swap_ab &&
-             decode_tail == o.decode_tail && decode_overlap == o.decode_overlap;
-    }
+    int layout, acc, dtype, dev;
+    DeviceModel model;
+    bool operator==(const Key& o) const = default;
   };
   struct KeyHash {
     size_t operator()(const Key& k) const {
       uint64_t h = k.id;
       for (uint64_t v : {uint64_t(k.m), uint64_t(k.n), uint64_t(k.k), uint64_t(k.layout) << 16 | uint64_t(k.acc) << 8 | uint64_t(k.dtype),
-                         uint64_t(k.sms) << 32 | uint32_t(k.cc), uint64_t(uint32_t(k.dev)) << 4 | uint64_t(k.decode_tail) << 3 | uint64_t(k.swap_ab) << 2 |
-                             uint64_t(k.whole_k) << 1 | uint64_t(k.stream_k)})
+                         uint64_t(k.model.sms) << 32 | uint32_t(k.model.cc), uint64_t(uint32_t(k.dev))})
         h = mix(h, v);
       return size_t(h);
     }
   };
   thread_local std::unordered_map<Key, Choice, KeyHash> memo;
-  const Key key{id_,   p.m,   p.n,       p.k,        int(p.layout), int(p.acc),    int(p.dtype),
-                d.sms, d.cc,  dev,       d.whole_k, d.stream_k,    d.swap_ab,     d.decode_tail, d.decode_overlap};
+  const Key key{id_, p.m, p.n, p.k, int(p.layout), int(p.acc), int(p.dtype), dev, d};
   const auto it = memo.find(key);
   if (it != memo.end()) return it->second;
   const Choice c = resolve(p, d, dev);

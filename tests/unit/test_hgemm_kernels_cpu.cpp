@@ -417,6 +417,49 @@ TEST(HgemmKernels, CostModelRanksConfigurationsNotNames) {
 // The swapped-role decode tiles (C^T = B^T A^T): Hopper, tn and fp32 accumulation only, M up to two
 // column tiles of A's rows (at most 32), any N, K % 8 == 0; their CTAs tile N by bm and M by bn;
 // the model charges a second column tile (B read again); off the table only where switched on.
+// Step 2 on decode shapes (DeviceModel::decode_siblings, decode_uniform, on by default): every
+// Hopper variant that serves the problem competes, all at the nearest Hopper proposal's
+// calibration, so the choice is the model's best Hopper variant whatever the neighbours' own
+// calibrations say. Without them, a farther neighbour measured as absurdly fast keeps its winner.
+TEST(HgemmKernels, DecodeShapesRankEveryHopperVariantAtOneCalibration) {
+  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  EXPECT_TRUE(h.decode_siblings);
+  EXPECT_TRUE(h.decode_uniform);
+  const kforge_hgemm_problem p = prob(19, 9216, 3072);
+  const char* near_v = "sm90_tn_f32_64x64_s6_c1_k1_g0_false";
+  const char* far_v = "sm90_tn_f32_128x128_s4_c2_k6_g0_false";
+  ASSERT_NE(kernels::find_variant(near_v), nullptr);
+  ASSERT_NE(kernels::find_variant(far_v), nullptr);
+  // The nearest entry measured as the model predicts there; a farther one 100x faster than predicted.
+  const double near_us = kernels::predicted_us(*kernels::find_variant(near_v), prob(16, 8192, 3072), h, -1);
+  const double far_us = kernels::predicted_us(*kernels::find_variant(far_v), prob(24, 12288, 4096), h, -1) / 100;
+  const kernels::DispatchEntry t[] = {
+      {16, 8192, 3072, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, near_v, KFORGE_HGEMM_F16, near_us},
+      {24, 12288, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, far_v, KFORGE_HGEMM_F16, far_us}};
+  const kernels::Dispatcher d(t, 2);
+  // The model's best Hopper variant (unpadded, not stream-K) for this problem.
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  const kernels::KernelVariant* best = nullptr;
+  double best_us = 1e30;
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    if (v.config.family != kernels::Family::kSm90 || v.config.pad || v.config.stream_k) continue;
+    if (v.layout != p.layout || v.acc != p.acc || v.dtype != p.dtype || !v.supports(&p)) continue;
+    const double us = kernels::predicted_us(v, p, h, -1);
+    if (us < best_us) best_us = us, best = &v;
+  }
+  ASSERT_NE(best, nullptr);
+  const kernels::Choice c = d.resolve(p, h, -1);
+  EXPECT_EQ(c.how, kernels::Choice::How::kNeighbour);
+  ASSERT_NE(c.variant, nullptr);
+  EXPECT_NEAR(kernels::predicted_us(*c.variant, p, h, -1), best_us, 1e-9) << c.variant->name << " against " << best->name;
+  // Each proposal at its own entry's calibration: the farther entry's winner, 100x "faster", wins.
+  kernels::DeviceModel own = h;
+  own.decode_uniform = false;
+  EXPECT_STREQ(d.resolve(p, own, -1).variant->name, far_v);
+}
+
 TEST(HgemmKernels, SwappedDecodeTilesServeSmallMTnOnly) {
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
@@ -453,6 +496,7 @@ TEST(HgemmKernels, SwappedDecodeTilesServeSmallMTnOnly) {
   for (auto [m, n, k] : {std::tuple{1, 4096, 4096}, {8, 8192, 8192}, {15, 4096, 4096}, {16, 12288, 4096}, {31, 16384, 3072}}) {
     const kforge_hgemm_problem p = prob(m, n, k);
     h.swap_ab = false;
+    h.decode_siblings = h.decode_uniform = false;
     const kernels::KernelVariant* off = kernels::model_choice(p, h, -1, 90);
     ASSERT_NE(off, nullptr);
     EXPECT_FALSE(off->config.swap_ab) << off->name;
@@ -493,6 +537,37 @@ TEST(HgemmKernels, CostModelChargesDecodeTilesPartOfTheirPaddedWork) {
   // Outside the decode regime (2M >= BM) the term is not applied.
   kernels::DeviceModel h2 = kernels::nominal_device_model(132, 90);
   EXPECT_DOUBLE_EQ(kernels::predicted_us(t64, 512, 4096, 4096, h2, 132), kernels::predicted_us(t64, 512, 4096, 4096, h, 132));
+}
+
+// The decode refit (DeviceModel::decode_kstep_us, decode_fill_us, decode_cluster_us,
+// decode_slice_us; twenty-sixth session, H100, graph mode, every Hopper variant on 30 decode shapes):
+// the rankings it was fitted to reproduce, with the resident counts the H100 reported.
+TEST(HgemmKernels, CostModelRanksDecodeSplitsByTheirKTilesAndClusters) {
+  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  auto cfg = [](int bm, int bn, int stages, int splitk, bool swap) {
+    kernels::KernelConfig c;
+    c.family = kernels::Family::kSm90, c.bm = bm, c.bn = bn, c.bk = 64, c.stages = stages, c.splitk = splitk;
+    c.consumers = bm >= 128 ? 2 : 1, c.swap_ab = swap;
+    if (swap) c.max_m = std::min(32, 2 * bn);
+    return c;
+  };
+  const auto k16 = cfg(64, 64, 8, 16, false), k8 = cfg(64, 64, 8, 8, false), k3 = cfg(64, 64, 8, 3, false);
+  const auto sw16k4 = cfg(64, 16, 8, 4, true), sw8k2 = cfg(64, 8, 12, 2, true);
+  // Few output tiles, long K: the deeper split wins, each CTA running fewer K tiles (measured
+  // 1x320x12288: split-K 16 4.5 us, split-K 8 6.3, the swapped 64x16 split-K 4 6.9).
+  EXPECT_LT(kernels::predicted_us(k16, 1, 320, 12288, h, 112), kernels::predicted_us(k8, 1, 320, 12288, h, 120));
+  EXPECT_LT(kernels::predicted_us(k8, 1, 320, 12288, h, 120), kernels::predicted_us(sw16k4, 1, 320, 12288, h, 124));
+  // The K-tile floor: two CTAs of the swapped 64x8 tile, 45 K tiles each, take at least 45 x the
+  // 12-stage floor (measured 10.9 us at 8x56x5712), where their bytes alone take well under 1 us.
+  EXPECT_GE(kernels::predicted_us(sw8k2, 8, 56, 5712, h, 132), 45 * kernels::decode_kstep_floor_us(sw8k2, h));
+  EXPECT_LT(kernels::predicted_us(k16, 8, 56, 5712, h, 112), kernels::predicted_us(sw8k2, 8, 56, 5712, h, 132));
+  // A cluster's launch: on a tiny problem the unsplit swapped tile beats a split-K 3 cluster of the
+  // 64x64 one (measured 24x152x288: 2.1 us against 3.4).
+  const auto sw16 = cfg(64, 16, 6, 1, true);
+  EXPECT_LT(kernels::predicted_us(sw16, 24, 152, 288, h, 396), kernels::predicted_us(k3, 24, 152, 288, h, 117));
+  // 80 CTAs either way at 10x5120x3072: the unsplit 64-row swapped tile ahead of the 128-row split-K
+  // 2 one, which pays a cluster (measured 11.2 us against 15.9).
+  EXPECT_LT(kernels::predicted_us(sw16, 10, 5120, 3072, h, 396), kernels::predicted_us(cfg(128, 16, 8, 2, true), 10, 5120, 3072, h, 132));
 }
 
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
@@ -570,7 +645,19 @@ TEST(HgemmKernels, LastRoundsCountWholeAndTheNeighboursRelativesCompete) {
   const kernels::Dispatcher d2(dec, 1);
   kernels::DeviceModel plain = h;
   plain.swap_ab = false;  // (the swapped tiles, other tiles than the split twins', left out)
-  EXPECT_STREQ(d2.resolve(prob(9, 4096, 4096), plain, -1).variant->name, "sm90_tn_f32_64x64_s4_c1_k2_g0_false");
+  plain.decode_siblings = plain.decode_uniform = false;
+  const kernels::KernelVariant* got = d2.resolve(prob(9, 4096, 4096), plain, -1).variant;
+  EXPECT_EQ(got->config.bm, 64);
+  EXPECT_EQ(got->config.bn, 64);
+  EXPECT_GT(got->config.splitk, 1) << got->name;
+  // Its split-K 4 twin (256 CTAs) runs two waves where the split-K 2 winner (128) runs one: with the
+  // resident counts the GPU reports (an H100: 120 and 132), the model keeps the tuned split count.
+  // (Without them, dev = -1 above, it cannot see the second wave.)
+  const kernels::KernelVariant* k2 = kernels::find_variant("sm90_tn_f32_64x64_s4_c1_k2_g0_false");
+  const kernels::KernelVariant* k4 = kernels::find_variant("sm90_tn_f32_64x64_s4_c1_k4_g0_false");
+  ASSERT_TRUE(k2 && k4);
+  EXPECT_LT(kernels::predicted_us(k2->config, 9, 4096, 4096, plain, 132),
+            kernels::predicted_us(k4->config, 9, 4096, 4096, plain, 120));
 }
 
 // Step 2 on a decode shape with fewer output tiles than SMs: the proposal's split-K twins (the same
@@ -588,6 +675,7 @@ TEST(HgemmKernels, DispatchProposesSplitTwinsOnUnderfilledDecodeShapes) {
   // (The swapped-role tiles, which would compete here too, left out: this is the split twins' rule.)
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   h.swap_ab = false;
+  h.decode_siblings = h.decode_uniform = false;
   const kernels::KernelConfig& u = unsplit->config;
   auto tiles = [&](const kforge_hgemm_problem& p) {
     return ((p.m + u.bm - 1) / u.bm) * ((p.n + u.bn - 1) / u.bn);
@@ -611,6 +699,7 @@ TEST(HgemmKernels, DispatchProposesSplitTwinsOnUnderfilledDecodeShapes) {
   // The same shape on a device of 64 SMs (80 tiles fill it): the unsplit winner stays.
   kernels::DeviceModel h64 = kernels::nominal_device_model(64, 90);
   h64.swap_ab = false;
+  h64.decode_siblings = h64.decode_uniform = false;
   EXPECT_EQ(disp.resolve(few, h64, -1).variant, unsplit);
   // A shape whose tiles fill the 132 SMs (160 tiles) keeps the unsplit winner.
   const kforge_hgemm_problem full = prob(30, 10240, 3072);
@@ -703,6 +792,7 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
   // First without the swapped-role Hopper tiles (DeviceModel::swap_ab), then with them, below.
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   h.swap_ab = false;
+  h.decode_siblings = h.decode_uniform = false;
   ASSERT_EQ(kernels::small_m_limit(), 32);
   ASSERT_EQ(kernels::small_n_limit(), 32);
   for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
@@ -733,6 +823,7 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
       EXPECT_NE(c.unaligned->config.family, kernels::Family::kSm90) << c.unaligned->name;
     }
   h.swap_ab = false;
+  h.decode_siblings = h.decode_uniform = false;
   // Small N: the decode family with A streamed.
   for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
     for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{16384, 8, 4096}, {4096, 1, 4096}, {5496, 8, 12128},
@@ -872,6 +963,7 @@ TEST(HgemmKernels, NeighboursAreCalibratedOnTheirMeasuredTimes) {
   // (The swapped-role tiles left out: they would compete with both neighbours at 8x4096x4096.)
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   h.swap_ab = false;
+  h.decode_siblings = h.decode_uniform = false;
   const kforge_hgemm_problem p = prob(8, 4096, 4096);
   // Two neighbours at the same distance (a factor of two away, in N and in K).
   auto pick = [&](double us_hopper, double us_decode) {
