@@ -39,6 +39,41 @@ bool split_twin(const KernelConfig& c, const KernelConfig& t) {
 
 std::atomic<uint64_t> g_next_dispatcher_id{1};
 
+// The KFORGE_HGEMM_* switches that resolve() applies to the caller's DeviceModel (for A/B runs;
+// README.md and dispatch.hpp name them), read once. A number outside its range counts as unset.
+struct ModelSwitches {
+  bool split_twins = !env_is("KFORGE_HGEMM_SPLIT_TWINS", "0");  // "0": the flat 5 us split-K charge
+  bool decode_tail = !env_is("KFORGE_HGEMM_DECODE_TAIL", "0");
+  bool whole_k = !env_is("KFORGE_HGEMM_WHOLEK", "0");
+  bool stream_k = env_is("KFORGE_HGEMM_STREAMK", "1");
+  bool swap = !env_is("KFORGE_HGEMM_SWAP", "0");
+  bool decode_siblings = !env_is("KFORGE_HGEMM_DECODE_SIBLINGS", "0");
+  bool decode_uniform = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
+  bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
+  // -1: the DeviceModel's own.
+  double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
+  double decode_wave_us = env_number("KFORGE_HGEMM_DECODE_WAVE_US", 0.0, 100.0, -1.0);
+  double decode_slice_us = env_number("KFORGE_HGEMM_DECODE_SLICE_US", 0.0, 100.0, -1.0);
+
+  void apply(DeviceModel& d) const {
+    if (!split_twins) d.flat_split_charge = true;
+    if (!decode_tail) d.decode_tail = false;
+    if (!whole_k) d.whole_k = false;
+    if (stream_k) d.stream_k = true;
+    if (!swap) d.swap_ab = false;
+    if (!decode_siblings) d.decode_siblings = false;
+    if (!decode_uniform) d.decode_uniform = false;
+    if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
+    if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
+    if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;
+    if (decode_slice_us >= 0) d.decode_slice_us = decode_slice_us;
+  }
+};
+const ModelSwitches& switches() {
+  static const ModelSwitches s;
+  return s;
+}
+
 }  // namespace
 
 double neighbour_radius() {
@@ -56,15 +91,8 @@ bool neighbour_siblings() {
   return on;
 }
 
-bool decode_tail_model() {
-  static const bool on = !env_is("KFORGE_HGEMM_DECODE_TAIL", "0");
-  return on;
-}
-
-bool neighbour_split_twins() {
-  static const bool on = !env_is("KFORGE_HGEMM_SPLIT_TWINS", "0");
-  return on;
-}
+bool decode_tail_model() { return switches().decode_tail; }
+bool neighbour_split_twins() { return switches().split_twins; }
 
 bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
 
@@ -95,42 +123,10 @@ int64_t small_k_limit() {
 }
 
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
-bool whole_k_enabled() {
-  static const bool on = !env_is("KFORGE_HGEMM_WHOLEK", "0");
-  return on;
-}
-bool stream_k_enabled() {
-  static const bool on = env_is("KFORGE_HGEMM_STREAMK", "1");
-  return on;
-}
-double decode_overlap() {
-  static const double v = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);  // -1: the DeviceModel's own
-  return v;
-}
-bool decode_siblings_enabled() {
-  static const bool on = !env_is("KFORGE_HGEMM_DECODE_SIBLINGS", "0");
-  return on;
-}
-bool decode_uniform_enabled() {
-  static const bool on = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
-  return on;
-}
-double decode_slice_us() {
-  static const double v = env_number("KFORGE_HGEMM_DECODE_SLICE_US", 0.0, 100.0, -1.0);  // -1: the DeviceModel's own
-  return v;
-}
-bool decode_kstep_floor() {
-  static const bool on = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");
-  return on;
-}
-double decode_wave_us() {
-  static const double v = env_number("KFORGE_HGEMM_DECODE_WAVE_US", 0.0, 100.0, -1.0);  // -1: the DeviceModel's own
-  return v;
-}
-bool swap_enabled() {
-  static const bool on = !env_is("KFORGE_HGEMM_SWAP", "0");
-  return on;
-}
+bool whole_k_enabled() { return switches().whole_k; }
+bool stream_k_enabled() { return switches().stream_k; }
+double decode_overlap() { return switches().decode_overlap; }
+bool swap_enabled() { return switches().swap; }
 
 // The largest K the outer-product variants of the small-K family serve (8): up to it, the whole-K
 // variants stay out (the outer products were measured there, sixteenth session).
@@ -472,18 +468,8 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 
 Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& device, int dev) const {
   DeviceModel d = device;
-  if (!neighbour_split_twins()) d.flat_split_charge = true;
-  if (!decode_tail_model()) d.decode_tail = false;
-  if (!whole_k_enabled()) d.whole_k = false;
+  switches().apply(d);
   if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
-  if (stream_k_enabled()) d.stream_k = true;
-  if (!swap_enabled()) d.swap_ab = false;
-  if (decode_overlap() >= 0) d.decode_overlap = decode_overlap();
-  if (decode_wave_us() >= 0) d.decode_wave_us = decode_wave_us();
-  if (!decode_kstep_floor()) d.decode_kstep_us = d.decode_fill_us = 0;
-  if (decode_slice_us() >= 0) d.decode_slice_us = decode_slice_us();
-  if (!decode_siblings_enabled()) d.decode_siblings = false;
-  if (!decode_uniform_enabled()) d.decode_uniform = false;
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;

@@ -133,19 +133,11 @@ bool swap_enabled();
 // KFORGE_HGEMM_DECODE_OVERLAP (a number in [0, 1]) in place of DeviceModel::decode_overlap, for A/B
 // runs; -1 when unset or not such a number. Read once.
 double decode_overlap();
-// KFORGE_HGEMM_DECODE_WAVE_US (microseconds in [0, 100]) in place of DeviceModel::decode_wave_us, for
-// A/B runs; -1 when unset or not such a number. Read once.
-double decode_wave_us();
-// KFORGE_HGEMM_DECODE_SIBLINGS=0 and KFORGE_HGEMM_DECODE_UNIFORM=0 clear DeviceModel::decode_siblings
-// and decode_uniform in resolve(), for A/B runs. Read once.
-bool decode_siblings_enabled();
-bool decode_uniform_enabled();
-// KFORGE_HGEMM_DECODE_SLICE_US (microseconds in [0, 100]) in place of DeviceModel::decode_slice_us,
-// for A/B runs; -1 when unset or not such a number. Read once.
-double decode_slice_us();
-// Whether the model's per-K-tile floor of decode tiles is on (DeviceModel::decode_kstep_us,
-// decode_fill_us; KFORGE_HGEMM_DECODE_KSTEP=0 clears both, for A/B runs). Read once.
-bool decode_kstep_floor();
+// The decode terms' switches, applied in resolve() like the others (for A/B runs, read once):
+// KFORGE_HGEMM_DECODE_WAVE_US and KFORGE_HGEMM_DECODE_SLICE_US (microseconds in [0, 100]) in place
+// of DeviceModel::decode_wave_us and decode_slice_us; KFORGE_HGEMM_DECODE_KSTEP=0 clears the K-tile
+// floor (decode_kstep_us, decode_fill_us); KFORGE_HGEMM_DECODE_SIBLINGS=0 and
+// KFORGE_HGEMM_DECODE_UNIFORM=0 clear decode_siblings and decode_uniform.
 int64_t small_k_limit();
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);
 
