@@ -55,10 +55,10 @@ struct DeviceModel {
   // graph mode, tn): every Hopper variant timed on 30 decode shapes, 10 from the twenty-fifth
   // session's probe and 20 more (decode-train shapes, and N from 64 to 768 whose few output tiles
   // leave most SMs idle), 865 points. Ranked by the nominal model as the dispatcher ranks them, the
-  // model's own pick ran at 0.816 of the best variant before (0.683 on the 20 new shapes, where
+  // model's own pick ran at 0.811 of the best variant before (0.688 on the 20 new shapes, where
   // split-K 8 and 16 clusters won by 1.4-2x while the model charged each extra K slice 0.5 us) and
-  // at 0.984 on both sets with these (mean |log error| within a shape 0.12 and 0.26 -> 0.10; the
-  // grid searched is in docs/perf-notes.md):
+  // at 0.984 on both sets with these (mean |log error| within a shape 0.17 and 0.28 -> 0.11 and
+  // 0.10; the grid searched is in docs/perf-notes.md):
   // - decode_wave_us: each wave of CTAs past the first (more than fit at once) starts with empty
   //   pipelines, and a split-K cluster's waits for its last CTA (decode_spill_us);
   // - decode_kstep_us + decode_fill_us / STAGES: the least time a CTA spends on one K tile of 64,
@@ -247,8 +247,8 @@ inline double decode_main_us(double compute_us, double mem_us, const DeviceModel
 
 // A decode tile: M fills at most half of the tile's rows (2M < BM), or exactly half of a 64-row
 // tile (M = 32: fitted with the other decode shapes, twenty-sixth session, H100 probe of 30 decode
-// shapes x every Hopper variant: the model's own pick ran at 0.967 of the best variant with 2M < BM
-// alone and 0.978 with M = 32 on 64-row tiles counted too).
+// shapes x every Hopper variant: with the refitted terms the model's own pick ran at 0.969 of the
+// best variant with 2M < BM alone, 0.984 with M = 32 on 64-row tiles counted too).
 inline bool decode_tile(const KernelConfig& c, int64_t m) { return 2 * m < c.bm || (2 * m == c.bm && c.bm <= 64); }
 
 // The least time one K tile (64) takes on a decode tile's CTA (DeviceModel::decode_kstep_us,
@@ -338,7 +338,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // A tile whose rows are mostly padding (decode shapes) keeps the area rule the decode entries
   // were tuned and calibrated with; every other sm90 tile the measured efficiencies.
   const double eff = c.family != Family::kSm90 ? 0.35
-                     : decode_tile(c, m)            ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
+                     : decode_tile(c, m)       ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
                                                : 0.92 * sm90_tile_efficiency(c);
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
@@ -412,10 +412,11 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   const double compute_us = waves * sharing * tile_us;
   double main_us = std::max(compute_us, mem_us);
   if (decode_tile(c, m)) {
-    main_us = decode_main_us(compute_us, mem_us, d) + decode_spill_us(ctas, resident, d);
-    // The K-tile floor bounds the whole (it is the pipeline the bytes stream through, not work
-    // beside them): it decides only where few CTAs each run a long K.
+    // The K-tile floor bounds the loads and the wgmmas (it is the pipeline the bytes stream
+    // through, not work beside them): it decides only where few CTAs each run a long K.
+    main_us = decode_main_us(compute_us, mem_us, d);
     if (c.family == Family::kSm90) main_us = std::max(main_us, decode_floor_us(c, k_per, waves, d));
+    main_us += decode_spill_us(ctas, resident, d);
   }
   // Stream-K (stream_k_plan): every CTA (at most one per SM) computes its data-parallel tiles and an
   // equal share of the rest's K loops, so the rounds are fractional; each tile cut in pieces costs
