@@ -42,7 +42,9 @@
 #           at 31x4096x4096. OFFGRID_PROBE_SHAPES overrides the list (the eleventh session's was
 #           256/224x4096x8192, 224/256x3072x8192, 256/218x4096x4096, 16/31/32x4096x4096);
 #           OFFGRID_PROBE_MODE (graph) and OFFGRID_PROBE_LAYOUTS (tn) the bench's --mode and --layouts,
-#           OFFGRID_PROBE_TIMEOUT (150 s) its limit:
+#           OFFGRID_PROBE_TIMEOUT (150 s) its limit. OFFGRID_PROBE_SHAPES=decode: the 30 decode shapes of
+#           data/hgemm/probes/decode-variants-h100.csv (the cost model's decode fit; ~30 s), whose
+#           results scripts/probe-to-csv.py turns into such a file for this GPU (decode-probe.csv):
 #           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
 #   ncu-shapes  Nsight Compute sections (speed of light, launch, occupancy, memory) of ours as
 #           dispatched and of cuBLASLt's heuristic kernel on NCU_SHAPES (tn), NCU_LAUNCHES each (~60 s)
@@ -340,6 +342,9 @@ if has threads; then
     2>&1 | tee "$out/threads.log" | grep -E "threads x|first failure|ns per call|Passed|Failed|SKIPPED|tests passed|Expected|Which is|\*\*\*" | head -40 || true
 fi
 if has offgrid-probe; then
+  if [ "${OFFGRID_PROBE_SHAPES:-}" = decode ]; then
+    OFFGRID_PROBE_SHAPES=$(grep -v '^#' data/hgemm/probes/decode-variants-h100.csv | tail -n +2 | cut -d, -f1-3 | tr , x | sort -u | paste -sd, -)
+  fi
   echo "== issue 18 probes: mid M against tuned grid entries, decode variants at M = 16, 31, 32"
   timeout "${OFFGRID_PROBE_TIMEOUT:-150}" $kf hgemm bench --baselines ours,ours_all,lt_auto --no-db --samples 7 --mode "${OFFGRID_PROBE_MODE:-graph}" \
     --layouts "${OFFGRID_PROBE_LAYOUTS:-tn}" \
@@ -350,6 +355,8 @@ if has offgrid-probe; then
   for s in $(echo "${OFFGRID_PROBE_SHAPES:-31x4096x4096}" | tr ',' ' '); do
     echo "== $s" && timeout 20 $kf hgemm variants --shape "$s" --layout "${OFFGRID_PROBE_LAYOUTS:-tn}" --acc f32 || true
   done >"$out/offgrid-probe-resident.txt" 2>&1
+  python3 scripts/probe-to-csv.py "$out/offgrid-probe-variants.csv" "$out/offgrid-probe-resident.txt" \
+    --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" >"$out/decode-probe.csv" || true
 fi
 if has ncu-shapes; then
   # Why a shape is slow: Nsight Compute's speed-of-light, launch, occupancy and memory sections for

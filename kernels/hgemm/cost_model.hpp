@@ -54,7 +54,7 @@ struct DeviceModel {
   // Decode tiles (decode_tile, and the swapped ones), refitted on an H100 (twenty-sixth session,
   // graph mode, tn): every Hopper variant timed on 30 decode shapes, 10 from the twenty-fifth
   // session's probe and 20 more (decode-train shapes, and N from 64 to 768 whose few output tiles
-  // leave most SMs idle), 865 points. Ranked by the nominal model as the dispatcher ranks them, the
+  // leave most SMs idle), 1,310 points. Ranked by the nominal model as the dispatcher ranks them, the
   // model's own pick ran at 0.811 of the best variant before (0.688 on the 20 new shapes, where
   // split-K 8 and 16 clusters won by 1.4-2x while the model charged each extra K slice 0.5 us) and
   // at 0.984 on both sets with these (mean |log error| within a shape 0.17 and 0.28 -> 0.11 and
