@@ -25,7 +25,10 @@
 //     output tiles (ceil(M / BM) x ceil(N / BN)) than the device's SMs brings its split-K twins
 //     (the same sm90 kernel by KernelConfig with a larger splitk; pipeline depth and rasterisation
 //     aside) at its own calibration, so that the model weighs a fuller device against the split's
-//     reduction. On large aligned problems (>= 1e10 FLOP,
+//     reduction. On decode shapes every Hopper variant that serves the problem competes too, and
+//     all Hopper proposals take the nearest Hopper proposal's calibration, so that the model's
+//     decode terms, fitted per variant, rank them (DeviceModel::decode_siblings, decode_uniform;
+//     the skinny family's proposals keep their own). On large aligned problems (>= 1e10 FLOP,
 //     M and N >= 128) every unsplit sm90 variant competes as well, at the nearest proposal's
 //     calibration (neighbour_siblings);
 //  3. no neighbour can serve it (no table, or no tuned entry of its regime): the cost model's best
