@@ -239,12 +239,6 @@ inline double sm90_tile_efficiency(const KernelConfig& c) {
   return base;
 }
 
-// A decode tile's main time (2M < BM, and the swapped tiles): the longer of its padded wgmma work
-// and its loads, plus the share of the shorter that does not hide under it (DeviceModel::decode_overlap).
-inline double decode_main_us(double compute_us, double mem_us, const DeviceModel& d) {
-  return std::max(compute_us, mem_us) + d.decode_overlap * std::min(compute_us, mem_us);
-}
-
 // A decode tile: M fills at most half of the tile's rows (2M < BM), or exactly half of a 64-row
 // tile (M = 32: fitted with the other decode shapes, twenty-sixth session, H100 probe of 30 decode
 // shapes x every Hopper variant: with the refitted terms the model's own pick ran at 0.969 of the
@@ -272,6 +266,18 @@ inline double decode_floor_us(const KernelConfig& c, double k_per, double waves,
 inline double decode_spill_us(double ctas, int resident, const DeviceModel& d) {
   if (!d.decode_tail || resident <= 0 || ctas <= resident) return 0.0;
   return (std::ceil(ctas / resident) - 1.0) * d.decode_wave_us;
+}
+
+// A decode launch's main time (decode_tile, and the swapped tiles): the longer of its padded wgmma
+// work (compute_us) and its loads (mem_us), plus the share of the shorter that does not hide under
+// it (DeviceModel::decode_overlap); at least its K-tile floor on the Hopper tiles (decode_floor_us:
+// the pipeline the bytes stream through, not work beside them, so it decides only where few CTAs
+// each run a long K); plus its extra waves (decode_spill_us).
+inline double decode_main_us(const KernelConfig& c, double compute_us, double mem_us, double k_per, double waves,
+                             double ctas, int resident, const DeviceModel& d) {
+  double t = std::max(compute_us, mem_us) + d.decode_overlap * std::min(compute_us, mem_us);
+  if (c.family == Family::kSm90) t = std::max(t, decode_floor_us(c, k_per, waves, d));
+  return t + decode_spill_us(ctas, resident, d);
 }
 
 // A decode tile's split-K cluster reduction: DeviceModel::decode_slice_us per extra K slice and 2%
@@ -308,8 +314,7 @@ inline double swapped_predicted_us(const KernelConfig& c, int64_t m, int64_t n, 
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tile_us = 2.0 * c.bm * c.bn * k_per / (tflops * 1e6 / sms * 0.5);
-  const double main_us = std::max(decode_main_us(waves * tile_us, mem_us, d), decode_floor_us(c, k_per, waves, d)) +
-                         decode_spill_us(ctas, resident, d);
+  const double main_us = decode_main_us(c, waves * tile_us, mem_us, k_per, waves, ctas, resident, d);
   return main_us + decode_split_charge_us(c.splitk, main_us, d) + 2.0;
 }
 
@@ -337,8 +342,9 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // (docs/perf-notes.md, fourth session), against +2.7% published on an H100.
   // A tile whose rows are mostly padding (decode shapes) keeps the area rule the decode entries
   // were tuned and calibrated with; every other sm90 tile the measured efficiencies.
+  const bool decode = decode_tile(c, m);
   const double eff = c.family != Family::kSm90 ? 0.35
-                     : decode_tile(c, m)       ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
+                     : decode                  ? std::min(0.95, 0.55 + 0.4 * area / (128.0 * 256.0))
                                                : 0.92 * sm90_tile_efficiency(c);
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
@@ -368,9 +374,9 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
                                : StreamKPlan{};
   const double streaming = plan.grid > 0 ? double(plan.grid) : ctas;
   const auto stream_share = [&](double streaming_ctas) { return decode_stream_share(streaming_ctas, sms); };
-  if (decode_tile(c, m) && (plan.grid > 0 || ctas <= res || resident <= 0 || !d.decode_tail)) {
+  if (decode && (plan.grid > 0 || ctas <= res || resident <= 0 || !d.decode_tail)) {
     mem_us /= stream_share(streaming);
-  } else if (decode_tile(c, m)) {
+  } else if (decode) {
     // More decode CTAs than fit at once; only where the count is known, from the GPU (one CTA per
     // SM, the fallback, would understate every variant that fits two).
     // - Split-K clusters (resident: the clusters that fit one CTA per SM, sm90_gemm.cuh): the
@@ -410,14 +416,8 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // twenty-sixth to 1.0 + 0.05 per slice).
   // Elsewhere the 5 us still agrees best with the table (1100 of 1136 such entries; unchanged).
   const double compute_us = waves * sharing * tile_us;
-  double main_us = std::max(compute_us, mem_us);
-  if (decode_tile(c, m)) {
-    // The K-tile floor bounds the loads and the wgmmas (it is the pipeline the bytes stream
-    // through, not work beside them): it decides only where few CTAs each run a long K.
-    main_us = decode_main_us(compute_us, mem_us, d);
-    if (c.family == Family::kSm90) main_us = std::max(main_us, decode_floor_us(c, k_per, waves, d));
-    main_us += decode_spill_us(ctas, resident, d);
-  }
+  double main_us = decode ? decode_main_us(c, compute_us, mem_us, k_per, waves, ctas, resident, d)
+                          : std::max(compute_us, mem_us);
   // Stream-K (stream_k_plan): every CTA (at most one per SM) computes its data-parallel tiles and an
   // equal share of the rest's K loops, so the rounds are fractional; each tile cut in pieces costs
   // its contributors a partial (BM x BN floats) written and its owner the same read back, through L2
@@ -435,7 +435,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
     main_us = std::max(rounds * tile_us + fixup_us, mem_us);
   }
   const double reduce_us = c.splitk <= 1   ? 0.0
-                           : decode_tile(c, m) && !d.flat_split_charge ? decode_split_charge_us(c.splitk, main_us, d)
+                           : decode && !d.flat_split_charge ? decode_split_charge_us(c.splitk, main_us, d)
                                           : 5.0;
   // A padded variant first copies the operands whose rows are not 16-byte multiples: A when
   // K % 8 != 0; B when K or N % 8 != 0 (charged for both layouts: a K-major B needs it only for K),
