@@ -91,7 +91,6 @@ bool neighbour_siblings() {
   return on;
 }
 
-bool decode_tail_model() { return switches().decode_tail; }
 bool neighbour_split_twins() { return switches().split_twins; }
 
 bool runs_on(const KernelVariant& v, int cc) { return v.config.family != Family::kSm90 || cc == 90; }
@@ -123,10 +122,7 @@ int64_t small_k_limit() {
 }
 
 bool small_m_regime(int64_t m) { return m <= small_m_limit(); }
-bool whole_k_enabled() { return switches().whole_k; }
 bool stream_k_enabled() { return switches().stream_k; }
-double decode_overlap() { return switches().decode_overlap; }
-bool swap_enabled() { return switches().swap; }
 
 // The largest K the outer-product variants of the small-K family serve (8): up to it, the whole-K
 // variants stay out (the outer products were measured there, sixteenth session).

@@ -72,10 +72,9 @@ bool neighbour_siblings();
 // the cost model's refitted split-K charge on decode tiles (KFORGE_HGEMM_SPLIT_TWINS, default on;
 // "0": neither, as before the nineteenth session). Read once.
 bool neighbour_split_twins();
-// Whether the cost model charges decode tiles for their waves of resident CTAs
-// (DeviceModel::decode_tail; default on since the twenty-fifth session; KFORGE_HGEMM_DECODE_TAIL=0:
-// the single-wave rule). Read once.
-bool decode_tail_model();
+// The cost model charges decode tiles for their waves of resident CTAs (DeviceModel::decode_tail;
+// default on since the twenty-fifth session); resolve() clears it under KFORGE_HGEMM_DECODE_TAIL=0
+// (the single-wave rule), read once.
 
 // Whether variant `v` may run on a device of compute capability `cc` (the sm_90a family only on 9.0).
 bool runs_on(const KernelVariant& v, int cc);
@@ -117,7 +116,6 @@ inline constexpr double kWholeKFmaUs = 2.5;
 // tiles won (814x28x12 3.79 against 5.33, 11784x4x26 4.15 against 4.57, 382x387x100 7.24 against
 // 7.75). The tuner still measures them there; a tuned entry naming one is served.
 inline constexpr int64_t kWholeKMaxDecodeM = 8;
-bool whole_k_enabled();
 // The stream-K variants (KernelConfig::stream_k) are chosen off the table (the cost model's choice,
 // the large shapes' relatives of a neighbour) only where DeviceModel::stream_k is set: resolve() sets
 // it under KFORGE_HGEMM_STREAMK=1, off by default: measured on the H200 (twenty-third session),
@@ -132,15 +130,14 @@ bool stream_k_enabled();
 // decode shapes 0.914 -> 0.922 of cuBLASLt, the 59 shapes whose choice changed 1.013x (up to 1.5x
 // on tiny ones, 0.76 where an unsplit 64x32 tile left 32 CTAs), offline 1.111 -> 1.138. A tuned
 // entry naming one is served as any other.
-bool swap_enabled();
-// KFORGE_HGEMM_DECODE_OVERLAP (a number in [0, 1]) in place of DeviceModel::decode_overlap, for A/B
-// runs; -1 when unset or not such a number. Read once.
-double decode_overlap();
-// The decode terms' switches, applied in resolve() like the others (for A/B runs, read once):
-// KFORGE_HGEMM_DECODE_WAVE_US and KFORGE_HGEMM_DECODE_SLICE_US (microseconds in [0, 100]) in place
-// of DeviceModel::decode_wave_us and decode_slice_us; KFORGE_HGEMM_DECODE_KSTEP=0 clears the K-tile
-// floor (decode_kstep_us, decode_fill_us); KFORGE_HGEMM_DECODE_SIBLINGS=0 and
-// KFORGE_HGEMM_DECODE_UNIFORM=0 clear decode_siblings and decode_uniform.
+//
+// The decode terms' switches, applied in resolve() like the others (for A/B runs, read once; a
+// number outside its range counts as unset): KFORGE_HGEMM_DECODE_OVERLAP (in [0, 1]) in place of
+// DeviceModel::decode_overlap; KFORGE_HGEMM_DECODE_WAVE_US and KFORGE_HGEMM_DECODE_SLICE_US
+// (microseconds in [0, 100]) in place of decode_wave_us and decode_slice_us;
+// KFORGE_HGEMM_DECODE_KSTEP=0 clears the K-tile floor (decode_kstep_us, decode_fill_us);
+// KFORGE_HGEMM_DECODE_SIBLINGS=0 and KFORGE_HGEMM_DECODE_UNIFORM=0 clear decode_siblings and
+// decode_uniform.
 int64_t small_k_limit();
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);
 
