@@ -30,6 +30,15 @@ kforge_hgemm_problem prob(int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l
   return {m, n, k, l, a, d};
 }
 
+// The step-2 rules of decode shapes that a test of another rule leaves out: the swapped-role tiles
+// (DeviceModel::swap_ab), and every Hopper variant competing at one calibration (decode_siblings,
+// decode_uniform).
+kernels::DeviceModel without_decode_competitors(kernels::DeviceModel d) {
+  d.swap_ab = false;
+  d.decode_siblings = d.decode_uniform = false;
+  return d;
+}
+
 TEST(HgemmKernels, VariantTableIsWellFormed) {
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
@@ -416,9 +425,6 @@ TEST(HgemmKernels, CostModelRanksConfigurationsNotNames) {
 // flight allow. Measured: 64x128 split-K 4 ran 15x4096x4096 (128 CTAs where 124 fit one per SM) in
 // 13.7-14.2 us graph on an H100 against 8.9-9.5 for 64x64 split-K 2, and its tuned entry at
 // 16x3584x4096 (112 CTAs) took 7.8 on the H200.
-// The swapped-role decode tiles (C^T = B^T A^T): Hopper, tn and fp32 accumulation only, M up to two
-// column tiles of A's rows (at most 32), any N, K % 8 == 0; their CTAs tile N by bm and M by bn;
-// the model charges a second column tile (B read again); off the table only where switched on.
 // Step 2 on decode shapes (DeviceModel::decode_siblings, decode_uniform, on by default): every
 // Hopper variant that serves the problem competes, all at the nearest Hopper proposal's
 // calibration, so the choice is the model's best Hopper variant whatever the neighbours' own
@@ -462,6 +468,9 @@ TEST(HgemmKernels, DecodeShapesRankEveryHopperVariantAtOneCalibration) {
   EXPECT_STREQ(d.resolve(p, own, -1).variant->name, far_v);
 }
 
+// The swapped-role decode tiles (C^T = B^T A^T): Hopper, tn and fp32 accumulation only, M up to two
+// column tiles of A's rows (at most 32), any N, K % 8 == 0; their CTAs tile N by bm and M by bn;
+// the model charges a second column tile (B read again); off the table only where switched on.
 TEST(HgemmKernels, SwappedDecodeTilesServeSmallMTnOnly) {
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
@@ -498,7 +507,6 @@ TEST(HgemmKernels, SwappedDecodeTilesServeSmallMTnOnly) {
   for (auto [m, n, k] : {std::tuple{1, 4096, 4096}, {8, 8192, 8192}, {15, 4096, 4096}, {16, 12288, 4096}, {31, 16384, 3072}}) {
     const kforge_hgemm_problem p = prob(m, n, k);
     h.swap_ab = false;
-    h.decode_siblings = h.decode_uniform = false;
     const kernels::KernelVariant* off = kernels::model_choice(p, h, -1, 90);
     ASSERT_NE(off, nullptr);
     EXPECT_FALSE(off->config.swap_ab) << off->name;
@@ -697,9 +705,8 @@ TEST(HgemmKernels, LastRoundsCountWholeAndTheNeighboursRelativesCompete) {
   const kernels::DispatchEntry dec[] = {
       {8, 4096, 4096, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "sm90_tn_f32_64x64_s4_c1_k2_g0_false", KFORGE_HGEMM_F16, 9.0}};
   const kernels::Dispatcher d2(dec, 1);
-  kernels::DeviceModel plain = h;
-  plain.swap_ab = false;  // (the swapped tiles, other tiles than the split twins', left out)
-  plain.decode_siblings = plain.decode_uniform = false;
+  // (The swapped tiles and the decode siblings, other tiles than the split twins', left out.)
+  const kernels::DeviceModel plain = without_decode_competitors(h);
   const kernels::KernelVariant* got = d2.resolve(prob(9, 4096, 4096), plain, -1).variant;
   EXPECT_EQ(got->config.bm, 64);
   EXPECT_EQ(got->config.bn, 64);
@@ -726,10 +733,9 @@ TEST(HgemmKernels, DispatchProposesSplitTwinsOnUnderfilledDecodeShapes) {
   const kernels::DispatchEntry table[] = {
       {31, 12288, 3072, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, unsplit->name, KFORGE_HGEMM_F16, 20.0}};
   const kernels::Dispatcher disp(table, 1);
-  // (The swapped-role tiles, which would compete here too, left out: this is the split twins' rule.)
-  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
-  h.swap_ab = false;
-  h.decode_siblings = h.decode_uniform = false;
+  // (The swapped-role tiles and the decode siblings, which would compete here too, left out: this is
+  // the split twins' rule.)
+  kernels::DeviceModel h = without_decode_competitors(kernels::nominal_device_model(132, 90));
   const kernels::KernelConfig& u = unsplit->config;
   auto tiles = [&](const kforge_hgemm_problem& p) {
     return ((p.m + u.bm - 1) / u.bm) * ((p.n + u.bn - 1) / u.bn);
@@ -751,9 +757,7 @@ TEST(HgemmKernels, DispatchProposesSplitTwinsOnUnderfilledDecodeShapes) {
   EXPECT_EQ(c.variant->layout, KFORGE_HGEMM_TN);
   EXPECT_TRUE(c.variant->supports(&few));
   // The same shape on a device of 64 SMs (80 tiles fill it): the unsplit winner stays.
-  kernels::DeviceModel h64 = kernels::nominal_device_model(64, 90);
-  h64.swap_ab = false;
-  h64.decode_siblings = h64.decode_uniform = false;
+  const kernels::DeviceModel h64 = without_decode_competitors(kernels::nominal_device_model(64, 90));
   EXPECT_EQ(disp.resolve(few, h64, -1).variant, unsplit);
   // A shape whose tiles fill the 132 SMs (160 tiles) keeps the unsplit winner.
   const kforge_hgemm_problem full = prob(30, 10240, 3072);
@@ -843,10 +847,9 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
                                           {64, 4096, 4096, KFORGE_HGEMM_NN, KFORGE_HGEMM_ACC_F32,
                                            "sm90_nn_f32_64x64_s6_c1_k1_g0_false"}};
   const kernels::Dispatcher disp(table, 3);
-  // First without the swapped-role Hopper tiles (DeviceModel::swap_ab), then with them, below.
-  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
-  h.swap_ab = false;
-  h.decode_siblings = h.decode_uniform = false;
+  // First without the swapped-role Hopper tiles (DeviceModel::swap_ab), then with them, below (the
+  // decode siblings left out throughout).
+  kernels::DeviceModel h = without_decode_competitors(kernels::nominal_device_model(132, 90));
   ASSERT_EQ(kernels::small_m_limit(), 32);
   ASSERT_EQ(kernels::small_n_limit(), 32);
   for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
@@ -877,7 +880,6 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
       EXPECT_NE(c.unaligned->config.family, kernels::Family::kSm90) << c.unaligned->name;
     }
   h.swap_ab = false;
-  h.decode_siblings = h.decode_uniform = false;
   // Small N: the decode family with A streamed.
   for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
     for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{16384, 8, 4096}, {4096, 1, 4096}, {5496, 8, 12128},
@@ -1014,10 +1016,9 @@ TEST(HgemmKernels, NeighboursAreCalibratedOnTheirMeasuredTimes) {
   const char* decode = "skinny_tn_f32_m8x64x128_w4_s4";
   ASSERT_NE(kernels::find_variant(hopper), nullptr);
   ASSERT_NE(kernels::find_variant(decode), nullptr);
-  // (The swapped-role tiles left out: they would compete with both neighbours at 8x4096x4096.)
-  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
-  h.swap_ab = false;
-  h.decode_siblings = h.decode_uniform = false;
+  // (The swapped-role tiles and the decode siblings left out: they would compete with both
+  // neighbours at 8x4096x4096, all at one calibration.)
+  kernels::DeviceModel h = without_decode_competitors(kernels::nominal_device_model(132, 90));
   const kforge_hgemm_problem p = prob(8, 4096, 4096);
   // Two neighbours at the same distance (a factor of two away, in N and in K).
   auto pick = [&](double us_hopper, double us_decode) {
