@@ -41,6 +41,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "dtype.cuh"
 #include "kernel_api.hpp"
@@ -236,10 +237,16 @@ struct Gemm {
 //     threads, each computing 2 x 2 outputs: rows ty and ty + BM / 2, columns tx and tx + BN / 2.
 //   * The fill: the tile's A rows (BM x K, one contiguous run of A) and B columns (tn: BN rows of
 //     K, one contiguous run; nn: K runs of BN) go whole into shared memory as fp32, K contiguous
-//     per row, in groups of kFillGroup loads per thread, every load of a group issued before the
-//     first is stored (so that a tile waits one memory latency per group, not per load: the
-//     chunked version of the outer product waited one per 8 of K and lost, sixteenth session).
-//     Coalesced element-wise loads: any K, N and 2-byte alignment.
+//     per row. With A (and, tn, B) 16-byte aligned, both runs start 16-byte aligned (BM and BN
+//     are multiples of 8) and are read as 16-byte vectors of eight elements, every vector of the
+//     tile issued before the first is unpacked (one memory latency per tile); the runs' last
+//     len % 8 elements, the nn B tile and operands at odd offsets go element by element, in
+//     passes of kFillGroup loads per thread. Every pass stops at the tile's own count (a bound
+//     uniform over the CTA): the first version walked all 32 slots of a pass, predicated off past
+//     the tile, 2 x 32 x ~15 instructions per warp whatever the tile held, and its fill dominated
+//     the tiny problems it serves (twenty-seventh session, H100, Nsight Compute: 11784x4x26 ran
+//     1,127 instructions per warp where cuBLASLt's kernel ran 546; 814x28x12 took 3.6 us against
+//     cuBLASLt's 2.0 in graph mode).
 //   * Row pitch: K rounded up to an odd number of float4s, so that the 8 lanes of a float4 phase
 //     reading 8 consecutive rows hit 8 distinct bank groups; the slots from K to the next multiple
 //     of 4 are zeroed once per CTA (the fill never writes them).
@@ -252,7 +259,45 @@ struct Gemm {
 namespace detail {
 
 // Loads per thread issued before the first of them is stored (one memory latency per group).
-inline constexpr int kFillGroup = 32;
+inline constexpr int kFillGroup = 16;
+
+// Element `hi` (0: low half, 1: high half) of a 32-bit word of two packed elements, as fp32.
+template <class E>
+__device__ __forceinline__ float wholek_elem(uint32_t w, int hi) {
+  const unsigned short bits = static_cast<unsigned short>(hi ? w >> 16 : w & 0xffffu);
+  if constexpr (std::is_same_v<typename E::T, __half>) return __half2float(__ushort_as_half(bits));
+  else return __uint_as_float(uint32_t(bits) << 16);  // bf16: the top half of an fp32
+}
+
+// The nn B tile: K rows of `cols` contiguous elements of B (any alignment), each stored as a
+// column of bs (slot kk of row col), in passes of kFillGroup loads per thread.
+template <int THREADS, class E>
+__device__ __forceinline__ void wholek_fill_nn(const typename E::T* __restrict__ b, int64_t n, int64_t n0, int k,
+                                               int cols, float inv_cols, int pitch, float* bs, int tid) {
+  constexpr int G = kFillGroup;
+  const int tb = cols * k;
+  for (int base = 0; base < tb; base += THREADS * G) {
+    typename E::T v[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (base + g * THREADS >= tb) break;
+      const int j = base + g * THREADS + tid;
+      if (j < tb) {
+        const int kk = div_small(j, cols, inv_cols);
+        v[g] = b[int64_t(kk) * n + n0 + (j - kk * cols)];
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (base + g * THREADS >= tb) break;
+      const int j = base + g * THREADS + tid;
+      if (j < tb) {
+        const int kk = div_small(j, cols, inv_cols);
+        bs[(j - kk * cols) * pitch + kk] = E::to(v[g]);
+      }
+    }
+  }
+}
 
 template <int BM, int BN, int KMAX, kforge_hgemm_layout L, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(BM * BN / 4)
@@ -260,6 +305,12 @@ __global__ void __launch_bounds__(BM * BN / 4)
                   int64_t n, int k, int64_t tiles_n, int64_t tiles) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   constexpr int THREADS = BM * BN / 4, TX = BN / 2, TY = BM / 2, G = kFillGroup;
+  // 16-byte loads per thread (eight elements each): both tiles' runs at K = KMAX, all in flight at
+  // once. (A cap of 8 with a second pass, and lanes staggered over the vector's words against the
+  // unpack's 8-way bank conflicts, measured slower on the tiny problems these variants serve:
+  // +0.1 us at 814x28x12, +0.3 at 234x110x95, H100, twenty-seventh session.)
+  constexpr int V = ((BM + BN) * KMAX / 8 + THREADS - 1) / THREADS;
+  static_assert(BM % 8 == 0 && BN % 8 == 0 && THREADS >= 16, "whole-K tile: 16-byte aligned runs, two tail groups");
   static_assert(BM % 2 == 0 && BN % 2 == 0 && THREADS % 32 == 0 && THREADS <= 1024, "whole-K tile");
   using E = Elem<DT>;
   using T = typename E::T;
@@ -285,42 +336,71 @@ __global__ void __launch_bounds__(BM * BN / 4)
     const float inv_cols = 1.0f / float(cols);
     const T* at = a + m0 * int64_t(k);  // the A tile: rows x K contiguous elements
     const int ta = rows * k, tb = cols * k;
-    // The fill, in groups: loads into registers first, then the shared stores. Rows past the
-    // matrix's edge are not filled: their outputs are computed from stale slots and not stored.
-    for (int base = 0; base < ta + tb; base += THREADS * G) {
-      T v[G];
+    // The fill. Rows past the matrix's edge are not filled: their outputs are computed from stale
+    // slots and not stored. Every load of a pass is issued before the first of them is stored, and
+    // a pass issues only the loads it has (the bound is uniform: no predicated-off slots to walk).
+    const T* bt = b + n0 * int64_t(k);  // tn: the B tile, cols x K contiguous elements
+    const bool vec = ((reinterpret_cast<uintptr_t>(a) | (L == KFORGE_HGEMM_TN ? reinterpret_cast<uintptr_t>(b) : 0)) & 15) == 0;
+    if (vec) {
+      // 16-byte loads of eight elements: the A tile is one run of A starting at row m0, a multiple
+      // of BM (so of 8): 16-byte aligned with A; so is the tn B tile. The runs' last ta % 8 and
+      // tb % 8 elements go element by element (a vector there would read past the matrix).
+      const int va = ta / 8, vb = L == KFORGE_HGEMM_TN ? tb / 8 : 0;
+      uint4 r[V];
+      T tail{};
+      const int tail_i = tid < ta % 8 ? va * 8 + tid : (L == KFORGE_HGEMM_TN && tid >= 8 && tid < 8 + tb % 8) ? vb * 8 + tid - 8 : -1;
+      if (tail_i >= 0) tail = tid < 8 ? at[tail_i] : bt[tail_i];
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const int i = base + g * THREADS + tid;
-        if (i < ta) {
-          v[g] = at[i];
-        } else if (i < ta + tb) {
-          const int j = i - ta;
-          if (L == KFORGE_HGEMM_TN) {  // B's rows n are K contiguous elements: the tile is one run
-            v[g] = b[n0 * int64_t(k) + j];
-          } else {  // B row-major K x N: row kk of the tile is `cols` contiguous elements
-            const int kk = div_small(j, cols, inv_cols);
-            v[g] = b[int64_t(kk) * n + n0 + (j - kk * cols)];
-          }
+      for (int u = 0; u < V; ++u) {
+        if (u * THREADS >= va + vb) break;
+        const int j = u * THREADS + tid;
+        if (j < va) r[u] = __ldg(reinterpret_cast<const uint4*>(at) + j);
+        else if (j < va + vb) r[u] = __ldg(reinterpret_cast<const uint4*>(bt) + (j - va));
+      }
+      if (L != KFORGE_HGEMM_TN) wholek_fill_nn<THREADS, E>(b, n, n0, k, cols, inv_cols, pitch, bs, tid);
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        if (u * THREADS >= va + vb) break;
+        const int j = u * THREADS + tid;
+        if (j >= va + vb) continue;
+        float* dst = j < va ? as : bs;
+        const int i0 = 8 * (j < va ? j : j - va);
+        int row = div_small(i0, k, inv_k), slot = i0 - row * k;
+        const uint32_t w[4] = {r[u].x, r[u].y, r[u].z, r[u].w};
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {  // eight consecutive slots, wrapping into the next rows
+          dst[row * pitch + slot] = wholek_elem<E>(w[q / 2], q % 2);
+          if (++slot == k) slot = 0, ++row;
         }
       }
+      if (tail_i >= 0) {
+        const int row = div_small(tail_i, k, inv_k);
+        (tid < 8 ? as : bs)[row * pitch + tail_i - row * k] = E::to(tail);
+      }
+    } else {
+      // Element by element (a base pointer not 16-byte aligned), in passes of G loads per thread.
+      const int tbt = L == KFORGE_HGEMM_TN ? tb : 0;
+      for (int base = 0; base < ta + tbt; base += THREADS * G) {
+        T v[G];
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const int i = base + g * THREADS + tid;
-        if (i < ta) {
-          const int r = div_small(i, k, inv_k);
-          as[r * pitch + (i - r * k)] = E::to(v[g]);
-        } else if (i < ta + tb) {
-          const int j = i - ta;
-          if (L == KFORGE_HGEMM_TN) {
-            const int col = div_small(j, k, inv_k);
-            bs[col * pitch + (j - col * k)] = E::to(v[g]);
-          } else {
-            const int kk = div_small(j, cols, inv_cols);
-            bs[(j - kk * cols) * pitch + kk] = E::to(v[g]);
-          }
+        for (int g = 0; g < G; ++g) {
+          if (base + g * THREADS >= ta + tbt) break;
+          const int i = base + g * THREADS + tid;
+          if (i < ta) v[g] = at[i];
+          else if (i < ta + tbt) v[g] = bt[i - ta];
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          if (base + g * THREADS >= ta + tbt) break;
+          const int i = base + g * THREADS + tid;
+          if (i >= ta + tbt) continue;
+          float* dst = i < ta ? as : bs;
+          const int ii = i < ta ? i : i - ta;
+          const int row = div_small(ii, k, inv_k);
+          dst[row * pitch + ii - row * k] = E::to(v[g]);
         }
       }
+      if (L != KFORGE_HGEMM_TN) wholek_fill_nn<THREADS, E>(b, n, n0, k, cols, inv_cols, pitch, bs, tid);
     }
     __syncthreads();
     const float* a0 = as + ty * pitch;
