@@ -171,35 +171,42 @@ inline double smallk_fma_us(const KernelConfig& c, int64_t m, int64_t n, int64_t
   return std::ceil(tiles / sms) * rows * c.bn * k4 / (128.0 * 1.7e3 * 0.22);
 }
 
-// The whole-K variants (KernelConfig::whole_k): every tile computes all of its BM x BN outputs
-// (padding included: a 3-row problem on 32-row tiles pays for 32) over K rounded to 4, one SM's
-// tiles after another, each thread's 2 x 2 outputs from four float4 shared loads per 16 FMAs:
-// bound by the shared-memory reads at ~35% of 128 FMAs per SM per clock at ~1.7 GHz (the
-// prediction behind the variants, not yet fitted).
-inline double wholek_fma_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
+// The whole-K variants (KernelConfig::whole_k). Each CTA fills its tile (A's rows and B's columns,
+// the whole K, into shared memory: one memory latency with 16-byte loads; nn gathers B's tile in
+// passes of 16 element loads per thread, a latency each) and each thread then computes 2 x 2
+// outputs over K, a dependent chain of ~0.03 us per 4 of K. Rounds of CTAs: 2 resident per SM for
+// the 256-thread tiles, 3 for the 128-thread ones (~130 registers). Bound below by each SM's
+// throughput over its tiles: the padded FMAs (bm x bn x K per tile) plus the fill's unpacking
+// ((rows + columns) x K per tile, 8-way bank conflicts), and by the bytes. Fitted on the H100
+// (twenty-seventh session, graph mode, 162 variant times on 25 shapes of K 12-255, both layouts;
+// mean |log error| 0.14): launch 0.45 us, fill 0.68 us, 0.029 us per K element (K rounded to 4)
+// per round, 0.90 us per nn pass; throughput: FMAs at 28% of 128 per SM per clock at ~1.7 GHz,
+// 0.3 ns per filled element.
+inline double wholek_rounds(const KernelConfig& c, int64_t m, int64_t n, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
-  const double tiles = cta_count(c, m, n);
-  const double k4 = 4.0 * std::ceil(double(k) / 4.0);
-  return std::ceil(tiles / sms) * double(c.bm) * c.bn * k4 / (128.0 * 1.7e3 * 0.35);
+  const double resident = double(c.bm) * c.bn / 4.0 <= 128.0 ? 3.0 : 2.0;
+  return std::ceil(cta_count(c, m, n) / (resident * sms));
 }
-
-// The whole-K fill: ceil((rows + columns) x K / (threads x 32)) groups of loads per tile (rows and
-// columns within the matrix), each one memory latency (~0.8 us), for each round of tiles (two
-// resident per SM).
-inline double wholek_fill_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
+inline double wholek_throughput_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
-  const double tiles = cta_count(c, m, n);
-  const double threads = std::max(32.0, double(c.bm) * c.bn / 4.0);
+  const double k4 = 4.0 * std::ceil(double(k) / 4.0);
   const double lines = double(std::min<int64_t>(m, c.bm) + std::min<int64_t>(n, c.bn));
-  const double groups = std::ceil(lines * double(k) / (threads * 32.0));
-  return 0.8 * groups * std::ceil(tiles / (2.0 * sms));
+  const double per_sm = std::ceil(cta_count(c, m, n) / sms);
+  return per_sm * (double(c.bm) * c.bn * k4 / (128.0 * 1.7e3 * 0.284) + lines * k4 * 3.0e-4);
+}
+inline double wholek_chain_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
+  const double k4 = 4.0 * std::ceil(double(k) / 4.0);
+  const double threads = std::max(32.0, double(c.bm) * c.bn / 4.0);
+  const double cols = double(std::min<int64_t>(n, c.bn));
+  const double passes = c.gather_b ? std::ceil(cols * double(k) / (threads * 16.0)) : 0.0;
+  return wholek_rounds(c, m, n, d) * (0.68 + 0.0288 * k4 + 0.90 * passes);
 }
 
 inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
   const double tiles = cta_count(c, m, n);  // one CTA per tile (no split)
   if (c.whole_k)
-    return std::max(smallk_store_us(m, n, k, d), wholek_fma_us(c, m, n, k, d)) + wholek_fill_us(c, m, n, k, d) + 2.0;
+    return 0.45 + std::max({smallk_store_us(m, n, k, d), wholek_throughput_us(c, m, n, k, d), wholek_chain_us(c, m, n, k, d)});
   const double fill_us = 1.0 * std::ceil(tiles / (4.0 * sms));
   return std::max(smallk_store_us(m, n, k, d), smallk_fma_us(c, m, n, k, d)) + fill_us + 2.0;
 }

@@ -140,8 +140,8 @@ bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d) {
   const KernelVariant* all = variants(&count);
   for (size_t i = 0; i < count; ++i) {
     const KernelConfig& c = all[i].config;
-    if (c.max_k < p.k) continue;
-    if (c.whole_k ? whole && wholek_fma_us(c, p.m, p.n, p.k, d) <= kWholeKFmaUs
+    if (c.max_k < p.k || !all[i].supports(&p)) continue;  // its layout's prediction (nn gathers B)
+    if (c.whole_k ? whole && smallk_predicted_us(c, p.m, p.n, p.k, d) <= kWholeKMaxUs
                   : smallk_fma_us(c, p.m, p.n, p.k, d) <= bound)
       return true;
   }
@@ -465,7 +465,6 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& device, int dev) const {
   DeviceModel d = device;
   switches().apply(d);
-  if (p.m <= kWholeKMaxDecodeM) d.whole_k = false;  // measured slower than the 8-row decode tiles
   Choice c;
   if (!valid(p)) return c;
   if ((c.variant = exact(p, d.cc))) c.how = Choice::How::kTable;

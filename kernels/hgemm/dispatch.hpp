@@ -103,19 +103,23 @@ bool small_m_regime(int64_t m);
 // shapes included (168x56x8 1.8 us against 2.6, 48x8x8 1.5 against 2.1); with FMAs well past the
 // stores, the tensor cores (8192x8192x8 43 us against 82-85).
 inline constexpr double kSmallKTinyFmaUs = 1.25;
-// The whole-K variants (KernelConfig::whole_k, K <= 256) take such a problem when their dot
-// products take at most kWholeKFmaUs by the model (wholek_fma_us): tiny problems, whose time on the
+// The whole-K variants (KernelConfig::whole_k, K <= 256) take such a problem when one of them is
+// predicted to take at most kWholeKMaxUs (smallk_predicted_us): tiny problems, whose time on the
 // tensor-core families is one memory latency per K tile of guarded loads, or two extra launches
-// re-pitching the operands (814x28x12 5.3 us, 382x387x100 7.8 on the H200, cuBLASLt 2.0 and 3.9).
+// re-pitching the operands (814x28x12 5.3 us, 382x387x100 7.8 on the H200, cuBLASLt 2.0 and 3.9),
+// decode rows included. The bound was chosen on the H100 (twenty-seventh session, graph mode, the
+// variants with the vector fill, 25 shapes x 2 layouts, K 12-255), against what the dispatcher
+// takes without them (the shipped table's neighbours): where the model's pick among them is
+// predicted at most 4.5 us it was faster on 14 of 16 problems (814x28x12 1.7 us against 5.7,
+// 11784x4x26 2.2 against 4.7, 234x110x95 3.3 against 5.6, 2x32x27 1.9 against 2.8; lost
+// 512x512x50 and 2000x64x77 nn by ~0.3-1 us); above it, slower on 9 of 14 (130x66x200 6.2 us
+// against the padded tile's 3.6, 1000x1001x17 7.2 against sm_80's 4.8, the nn gathers) and faster
+// on 5 the model overestimates (382x387x100 5.8 against 7.8, 3x10507x161 tn 6.4 against 12.5:
+// the next refinement). Before the vector fill (twenty-third session, H200) they lost to the
+// decode family's 8-row tiles up to M = 8 and were kept off there (kWholeKMaxDecodeM, removed).
 // Only where DeviceModel::whole_k is set: on by default since the twenty-fourth session measured
 // them (docs/perf-notes.md); resolve() clears it under KFORGE_HGEMM_WHOLEK=0.
-inline constexpr double kWholeKFmaUs = 2.5;
-// Nor rows M <= kWholeKMaxDecodeM off the table: there the decode family's 8-row tiles measured
-// faster (H200, graph mode, twenty-third session: 4x28x33 2.74 us against the whole-K 8x64 tile's
-// 3.81, 2x32x27 2.74 against 3.79, 3x10507x161 10.1 against 13.4), while with more rows the whole-K
-// tiles won (814x28x12 3.79 against 5.33, 11784x4x26 4.15 against 4.57, 382x387x100 7.24 against
-// 7.75). The tuner still measures them there; a tuned entry naming one is served.
-inline constexpr int64_t kWholeKMaxDecodeM = 8;
+inline constexpr double kWholeKMaxUs = 4.5;
 // The stream-K variants (KernelConfig::stream_k) are chosen off the table (the cost model's choice,
 // the large shapes' relatives of a neighbour) only where DeviceModel::stream_k is set: resolve() sets
 // it under KFORGE_HGEMM_STREAMK=1, off by default: measured on the H200 (twenty-third session),

@@ -43,6 +43,7 @@ struct KernelConfig {
   int warps_n = 1;             // skinny: warp groups along N (the others split K)
   int max_k = 0;               // small-K: the largest K served (0: any K)
   bool whole_k = false;        // small-K: the whole K of a tile in shared memory, dot products (smallk_gemm.cuh WholeK)
+  bool gather_b = false;       // small-K whole-K, nn: B's tile gathered element by element (K rows of its columns)
   bool stream_k = false;       // sm90: persistent stream-K (stream_k_plan): the last rounds' K loops shared evenly by every CTA
   bool swap_ab = false;        // sm90, tn, M <= max_m: C^T = B^T A^T, B's rows on the wgmma's M side and A's few rows on
                                // its N side (bn = 8..32; bm tiles N), C stored transposed
@@ -54,7 +55,7 @@ inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
          a.consumers == b.consumers && a.splitk == b.splitk && a.group_m == b.group_m && a.persistent == b.persistent &&
          a.pingpong == b.pingpong && a.multicast == b.multicast && a.splitk_auto == b.splitk_auto && a.max_m == b.max_m &&
          a.max_n == b.max_n && a.warps_n == b.warps_n && a.max_k == b.max_k && a.whole_k == b.whole_k &&
-         a.stream_k == b.stream_k && a.swap_ab == b.swap_ab;
+         a.gather_b == b.gather_b && a.stream_k == b.stream_k && a.swap_ab == b.swap_ab;
 }
 
 #if defined(__CUDACC__)

@@ -456,6 +456,7 @@ struct WholeK {
     c.consumers = kThreads / 32;
     c.max_k = KMAX;
     c.whole_k = true;
+    c.gather_b = L == KFORGE_HGEMM_NN;
     return c;
   }
 

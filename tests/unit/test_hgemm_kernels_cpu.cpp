@@ -632,6 +632,63 @@ TEST(HgemmKernels, CostModelPicksNearTheBestVariantOnTheDecodeProbe) {
   EXPECT_LT(score(before), 0.90);
 }
 
+// The whole-K variants' terms (cost_model.hpp wholek_*), held to their own probe: every whole-K
+// variant timed on 11 tiny unaligned shapes, both layouts (data/hgemm/probes/wholek-variants-h100.csv,
+// H100, graph mode). The dispatcher admits them by the predicted time (kWholeKMaxUs), so the level
+// matters as much as the order: before the refit (a 2 us launch, fills of 32-slot groups) the
+// model put 814x28x12 at 2.9 us where it ran in 1.6.
+TEST(HgemmKernels, CostModelTracksTheWholeKProbe) {
+  std::ifstream in(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/probes/wholek-variants-h100.csv");
+  ASSERT_TRUE(in.good());
+  std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, std::vector<std::pair<const kernels::KernelVariant*, double>>> problems;
+  std::string line;
+  size_t rows = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("m,", 0) == 0) continue;
+    std::istringstream f(line);
+    std::string m, n, k, layout, name, us;
+    std::getline(f, m, ','), std::getline(f, n, ','), std::getline(f, k, ','), std::getline(f, layout, ',');
+    std::getline(f, name, ','), std::getline(f, us, ',');
+    const kernels::KernelVariant* v = kernels::find_variant(name.c_str());
+    ASSERT_NE(v, nullptr) << name << " (a probed variant this build lacks: re-probe, or drop its rows)";
+    ASSERT_TRUE(v->config.whole_k) << name;
+    ASSERT_EQ(v->config.gather_b, layout == "nn") << name;
+    problems[{std::stoll(m), std::stoll(n), std::stoll(k), layout}].push_back({v, std::stod(us)});
+    ++rows;
+  }
+  ASSERT_EQ(problems.size(), 22u);
+  ASSERT_EQ(rows, 110u);
+  const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  double log_pick = 0, abs_err = 0, worst_pick = 1;
+  for (const auto& [key, list] : problems) {
+    const auto& [m, n, k, layout] = key;
+    double pick_pred = 1e30, pick_us = 0, best = 1e30;
+    const kernels::KernelVariant* pick_v = nullptr;
+    for (const auto& [v, us] : list) {
+      const double p = kernels::predicted_us(v->config, m, n, k, h, 0);
+      abs_err += std::abs(std::log(p / us));
+      // Ties go to the first in table order, as in model_choice.
+      if (p < pick_pred || (p == pick_pred && v < pick_v)) pick_pred = p, pick_us = us, pick_v = v;
+      best = std::min(best, us);
+    }
+    log_pick += std::log(best / pick_us);
+    worst_pick = std::min(worst_pick, best / pick_us);
+  }
+  EXPECT_GT(std::exp(log_pick / double(problems.size())), 0.93);  // 0.943 at the fit
+  EXPECT_GT(worst_pick, 0.75);                                    // 0.772 (3x10507x161 nn)
+  EXPECT_LT(abs_err / double(rows), 0.18);                        // mean |log error| 0.158
+  // The level at the bound: the tiny ones well under it, the deep and wide ones over it.
+  auto pick = [&](int64_t m, int64_t n, int64_t k, const char* layout) {
+    double best = 1e30;
+    for (const auto& [v, us] : problems.at({m, n, k, layout})) best = std::min(best, kernels::predicted_us(v->config, m, n, k, h, 0));
+    return best;
+  };
+  EXPECT_LT(pick(814, 28, 12, "tn"), 2.0);
+  EXPECT_LT(pick(4, 28, 33, "tn"), kernels::kWholeKMaxUs);
+  EXPECT_GT(pick(130, 66, 200, "tn"), kernels::kWholeKMaxUs);
+  EXPECT_GT(pick(3, 10507, 161, "nn"), kernels::kWholeKMaxUs);
+}
+
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   h.decode_overlap = 0.0;  // (the padded work's charge depends on the waves too: left out here)
@@ -954,34 +1011,49 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
     // (8192x8192x7: FMA-bound on the H200's 4.5 TB/s; on the A100's 1.8 TB/s its stores weigh as much.)
     // K from 9 to 256 with unaligned rows, tiny: with DeviceModel::whole_k (the default since the
     // twenty-fourth session measured them; KFORGE_HGEMM_WHOLEK=0 clears it) the whole-K variants
-    // (the off-grid set's worst shapes on the H200 before them, 814x28x12 and 3x10507x161 among
-    // them), on tiles that fit the problem's narrow side; without it, not the small-K family.
+    // (the off-grid set's worst shapes on the H200 before them, 814x28x12 among them), decode rows
+    // included since their vector fill (2x32x27, 4x28x33), on tiles that fit the problem's narrow
+    // side; without it, not the small-K family. Where the model's pick among them takes more than
+    // kWholeKMaxUs (deeper K, more tiles, nn's gathered B tile), other families: measured faster
+    // there on the H100 (twenty-seventh session: 130x66x200 3.1 us padded against 5.6,
+    // 1000x1001x17 4.8 on sm_80 against 7.2, 3x10507x161 nn 7.3 on the decode tiles against 13.2).
     EXPECT_TRUE(d.whole_k);
     kernels::DeviceModel dw = d, dn = d;
     dn.whole_k = false;
     for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
-      for (auto [m, n, k] : {Mnk{64, 4096, 9}, {1, 1, 9}, {814, 28, 12}, {3, 10507, 161}, {382, 387, 100},
-                             {11784, 4, 26}, {234, 110, 95}, {4213, 15, 31}, {4, 28, 33}, {1, 1, 256}}) {
+      for (auto [m, n, k] : {Mnk{64, 2048, 9}, {1, 1, 9}, {814, 28, 12}, {11784, 4, 26}, {234, 110, 95}, {4213, 15, 31},
+                             {4, 28, 33}, {2, 32, 27}, {1, 1, 64}}) {
         const kforge_hgemm_problem p = prob(m, n, k, l);
-        const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+        const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (l == KFORGE_HGEMM_TN ? " tn" : " nn");
         EXPECT_FALSE(kernels::small_k_regime(p, dn)) << what;
         const kernels::Choice off = disp.resolve(p, dn, -1);
         ASSERT_NE(off.variant, nullptr) << what;
         EXPECT_NE(off.variant->config.family, kernels::Family::kSmallK) << what << ": " << off.variant->name;
-        EXPECT_TRUE(kernels::small_k_regime(p, dw)) << what;
         const kernels::Choice c = disp.resolve(p, dw, -1);
         ASSERT_NE(c.variant, nullptr) << what;
-        if (m <= kernels::kWholeKMaxDecodeM) {
-          // Up to 8 rows the decode family's 8-row tiles measured faster: the switch changes nothing.
-          EXPECT_EQ(c.variant, off.variant) << what << ": " << c.variant->name;
-          EXPECT_EQ(c.how, off.how) << what;
+        if (m == 234 && l == KFORGE_HGEMM_NN) {
+          // nn gathers B's 110 columns x 95 element by element: past the bound, another family.
+          EXPECT_FALSE(kernels::small_k_regime(p, dw)) << what;
+          EXPECT_FALSE(c.variant->config.whole_k) << what << ": " << c.variant->name;
           continue;
         }
+        EXPECT_TRUE(kernels::small_k_regime(p, dw)) << what;
         EXPECT_EQ(c.how, kernels::Choice::How::kSmallK) << what;
         EXPECT_TRUE(c.variant->config.whole_k) << what << ": " << c.variant->name;
+        EXPECT_EQ(c.variant->config.gather_b, l == KFORGE_HGEMM_NN) << what << ": " << c.variant->name;
+        EXPECT_LE(kernels::predicted_us(*c.variant, p, dw, -1), kernels::kWholeKMaxUs) << what;
         EXPECT_EQ(c.unaligned, c.variant) << what;
         EXPECT_EQ(c.workspace, 0u) << what;
         if (n <= 8 && m >= 256) EXPECT_LE(c.variant->config.bn, 16) << what << ": " << c.variant->name;
+      }
+    for (auto l : {KFORGE_HGEMM_TN, KFORGE_HGEMM_NN})
+      for (auto [m, n, k] : {Mnk{3, 10507, 161}, {382, 387, 100}, {130, 66, 200}, {1000, 1001, 17}, {1, 1, 256}}) {
+        const kforge_hgemm_problem p = prob(m, n, k, l);
+        const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (l == KFORGE_HGEMM_TN ? " tn" : " nn");
+        EXPECT_FALSE(kernels::small_k_regime(p, dw)) << what;
+        const kernels::Choice c = disp.resolve(p, dw, -1);
+        ASSERT_NE(c.variant, nullptr) << what;
+        EXPECT_FALSE(c.variant->config.whole_k) << what << ": " << c.variant->name;
       }
     // Aligned rows, FMA-bound outer products, and unaligned ones too large or too deep for the
     // whole-K variants: other families.
@@ -1077,7 +1149,8 @@ TEST(HgemmKernels, TunerMeasuresEveryFamilysBestPredicted) {
   EXPECT_EQ(whole_k(Shape{4096, 4096, 128}, 0), 0);
   EXPECT_EQ(whole_k(Shape{4095, 4097, 200}, 0), 0);
   EXPECT_GE(whole_k(Shape{814, 28, 12}, 8), 2);
-  EXPECT_GE(whole_k(Shape{3, 10507, 161}, 8), 2);
+  EXPECT_GE(whole_k(Shape{4, 28, 33}, 8), 2);
+  EXPECT_EQ(whole_k(Shape{3, 10507, 161}, 8), 0);  // past kWholeKMaxUs: measured slower there
 }
 
 // The whole-K variants' fill arithmetic (kernel_api.hpp): the row pitch, and the division of a
