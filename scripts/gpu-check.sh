@@ -46,7 +46,8 @@
 #           data/hgemm/probes/decode-variants-h100.csv (the cost model's decode fit; ~30 s), whose
 #           results scripts/probe-to-csv.py turns into such a file for this GPU (decode-probe.csv):
 #           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
-#   ncu-shapes  Nsight Compute sections (speed of light, launch, occupancy, memory) of ours as
+#   ncu-shapes  Nsight Compute sections (speed of light, launch, occupancy, memory, warp stalls,
+#           executed instructions: tiny kernels lose on instruction count and fetch) of ours as
 #           dispatched and of cuBLASLt's heuristic kernel on NCU_SHAPES (tn), NCU_LAUNCHES each (~60 s)
 #   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
 #           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
@@ -369,10 +370,11 @@ if has ncu-shapes; then
       if [ $side = ours ]; then k='regex:sm90::|skinny::|sm80::|smallk::'; else k='regex:^(?!.*(sm90::|skinny::|sm80::|smallk::|kforge)).*'; fi
       timeout 150 "$ncu_bin" --clock-control none --kernel-name-base demangled -k "$k" --launch-skip 2 -c "${NCU_LAUNCHES:-2}" \
         --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section InstructionStats \
         $kf hgemm bench --shapes "$s" --layouts tn --baselines $side --no-db --samples 1 --warmup 1 --check-samples 16 \
         >"$out/ncu-$s-$side.txt" 2>&1 || echo "ncu on $s $side: rc $?"
-      grep -E "^  [^ ].*\(|Duration|DRAM Throughput|Memory Throughput|Grid Size|Cluster Size|Block Size|Registers Per|Dynamic Shared|Achieved Occupancy|Theoretical Occupancy|L2 Hit Rate|Waves Per SM|Compute \(SM\) Throughput" \
-        "$out/ncu-$s-$side.txt" | cut -c1-160 | head -40
+      grep -E "^  [^ ].*\(|Duration|DRAM Throughput|Memory Throughput|Grid Size|Cluster Size|Block Size|Registers Per|Dynamic Shared|Achieved Occupancy|Theoretical Occupancy|L2 Hit Rate|Waves Per SM|Compute \(SM\) Throughput|Executed Instructions  |Warp Cycles Per Issued" \
+        "$out/ncu-$s-$side.txt" | cut -c1-160 | head -60
     done
   done
 fi
