@@ -580,35 +580,42 @@ TEST(HgemmKernels, CostModelRanksDecodeSplitsByTheirKTilesAndClusters) {
   EXPECT_LT(kernels::predicted_us(sw16, 10, 5120, 3072, h, 396), kernels::predicted_us(cfg(128, 16, 8, 2, true), 10, 5120, 3072, h, 132));
 }
 
+// The data rows of a probe table in data/hgemm/probes/ (comment lines and the header skipped), each
+// split at its commas; empty when the file cannot be read.
+std::vector<std::vector<std::string>> probe_rows(const std::string& file) {
+  std::ifstream in(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/probes/" + file);
+  std::vector<std::vector<std::string>> rows;
+  std::string line, cell;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("m,", 0) == 0) continue;
+    std::istringstream f(line);
+    rows.emplace_back();
+    while (std::getline(f, cell, ',')) rows.back().push_back(cell);
+  }
+  return rows;
+}
+
 // The measurements the decode terms were fitted on (data/hgemm/probes/decode-variants-h100.csv:
 // every Hopper variant on 30 decode shapes, an H100, graph mode, with its resident CTAs): ranked by
 // the nominal model as the dispatcher ranks them, the model's pick per shape runs at 0.984 of the
 // best variant (geomean of best / picked time). The model before the refit (0.5 us per extra K
 // slice, no K-tile floor, no cluster launch, no wave charge) ran at 0.81, so a change that loses the fit fails here.
 TEST(HgemmKernels, CostModelPicksNearTheBestVariantOnTheDecodeProbe) {
-  std::ifstream in(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/probes/decode-variants-h100.csv");
-  ASSERT_TRUE(in.good());
   struct Row {
     const kernels::KernelVariant* v;
     int resident;
     double us;
   };
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<Row>> shapes;
-  std::string line;
-  size_t rows = 0;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#' || line.rfind("m,", 0) == 0) continue;
-    std::istringstream f(line);
-    std::string m, n, k, name, res, us;
-    std::getline(f, m, ','), std::getline(f, n, ','), std::getline(f, k, ','), std::getline(f, name, ',');
-    std::getline(f, res, ','), std::getline(f, us, ',');
-    const kernels::KernelVariant* v = kernels::find_variant(name.c_str());
-    ASSERT_NE(v, nullptr) << name << " (a probed variant this build lacks: re-probe, or drop its rows)";
-    shapes[{std::stoll(m), std::stoll(n), std::stoll(k)}].push_back({v, std::stoi(res), std::stod(us)});
-    ++rows;
+  const auto rows = probe_rows("decode-variants-h100.csv");  // m,n,k,variant,resident,us
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 6u);
+    const kernels::KernelVariant* v = kernels::find_variant(r[3].c_str());
+    ASSERT_NE(v, nullptr) << r[3] << " (a probed variant this build lacks: re-probe, or drop its rows)";
+    shapes[{std::stoll(r[0]), std::stoll(r[1]), std::stoll(r[2])}].push_back({v, std::stoi(r[4]), std::stod(r[5])});
   }
   ASSERT_EQ(shapes.size(), 30u);
-  ASSERT_GT(rows, 800u);
+  ASSERT_GT(rows.size(), 800u);
   auto score = [&](const kernels::DeviceModel& d) {
     double log_sum = 0;
     for (const auto& [shape, list] : shapes) {
@@ -638,26 +645,18 @@ TEST(HgemmKernels, CostModelPicksNearTheBestVariantOnTheDecodeProbe) {
 // matters as much as the order: before the refit (a 2 us launch, fills of 32-slot groups) the
 // model put 814x28x12 at 2.9 us where it ran in 1.6.
 TEST(HgemmKernels, CostModelTracksTheWholeKProbe) {
-  std::ifstream in(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/probes/wholek-variants-h100.csv");
-  ASSERT_TRUE(in.good());
   std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, std::vector<std::pair<const kernels::KernelVariant*, double>>> problems;
-  std::string line;
-  size_t rows = 0;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#' || line.rfind("m,", 0) == 0) continue;
-    std::istringstream f(line);
-    std::string m, n, k, layout, name, us;
-    std::getline(f, m, ','), std::getline(f, n, ','), std::getline(f, k, ','), std::getline(f, layout, ',');
-    std::getline(f, name, ','), std::getline(f, us, ',');
-    const kernels::KernelVariant* v = kernels::find_variant(name.c_str());
-    ASSERT_NE(v, nullptr) << name << " (a probed variant this build lacks: re-probe, or drop its rows)";
-    ASSERT_TRUE(v->config.whole_k) << name;
-    ASSERT_EQ(v->config.gather_b, layout == "nn") << name;
-    problems[{std::stoll(m), std::stoll(n), std::stoll(k), layout}].push_back({v, std::stod(us)});
-    ++rows;
+  const auto rows = probe_rows("wholek-variants-h100.csv");  // m,n,k,layout,variant,us
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 6u);
+    const kernels::KernelVariant* v = kernels::find_variant(r[4].c_str());
+    ASSERT_NE(v, nullptr) << r[4] << " (a probed variant this build lacks: re-probe, or drop its rows)";
+    ASSERT_TRUE(v->config.whole_k) << r[4];
+    ASSERT_EQ(v->config.gather_b, r[3] == "nn") << r[4];
+    problems[{std::stoll(r[0]), std::stoll(r[1]), std::stoll(r[2]), r[3]}].push_back({v, std::stod(r[5])});
   }
   ASSERT_EQ(problems.size(), 22u);
-  ASSERT_EQ(rows, 110u);
+  ASSERT_EQ(rows.size(), 110u);
   const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   double log_pick = 0, abs_err = 0, worst_pick = 1;
   for (const auto& [key, list] : problems) {
@@ -676,7 +675,7 @@ TEST(HgemmKernels, CostModelTracksTheWholeKProbe) {
   }
   EXPECT_GT(std::exp(log_pick / double(problems.size())), 0.93);  // 0.943 at the fit
   EXPECT_GT(worst_pick, 0.75);                                    // 0.772 (3x10507x161 nn)
-  EXPECT_LT(abs_err / double(rows), 0.18);                        // mean |log error| 0.158
+  EXPECT_LT(abs_err / double(rows.size()), 0.18);                        // mean |log error| 0.158
   // The level at the bound: the tiny ones well under it, the deep and wide ones over it.
   auto pick = [&](int64_t m, int64_t n, int64_t k, const char* layout) {
     double best = 1e30;
