@@ -44,7 +44,9 @@
 #           OFFGRID_PROBE_MODE (graph) and OFFGRID_PROBE_LAYOUTS (tn) the bench's --mode and --layouts,
 #           OFFGRID_PROBE_TIMEOUT (150 s) its limit. OFFGRID_PROBE_SHAPES=decode: the 30 decode shapes of
 #           data/hgemm/probes/decode-variants-h100.csv (the cost model's decode fit; ~30 s), whose
-#           results scripts/probe-to-csv.py turns into such a file for this GPU (decode-probe.csv):
+#           results scripts/probe-to-csv.py turns into such a file for this GPU (decode-probe.csv);
+#           OFFGRID_PROBE_SHAPES=wholek: the whole-K fit's 11 shapes of data/hgemm/probes/wholek-variants-h100.csv
+#           and 7 more tiny ones the whole-K rule decides on, tn and nn (~15 s):
 #           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
 #   ncu-shapes  Nsight Compute sections (speed of light, launch, occupancy, memory, warp stalls,
 #           executed instructions: tiny kernels lose on instruction count and fetch) of ours as
@@ -345,6 +347,11 @@ fi
 if has offgrid-probe; then
   if [ "${OFFGRID_PROBE_SHAPES:-}" = decode ]; then
     OFFGRID_PROBE_SHAPES=$(grep -v '^#' data/hgemm/probes/decode-variants-h100.csv | tail -n +2 | cut -d, -f1-3 | tr , x | sort -u | paste -sd, -)
+  elif [ "${OFFGRID_PROBE_SHAPES:-}" = wholek ]; then
+    # The whole-K fit's shapes, both layouts, with the tiny shapes the whole-K rule decides on.
+    OFFGRID_PROBE_SHAPES=$( (grep -v '^#' data/hgemm/probes/wholek-variants-h100.csv | tail -n +2 | cut -d, -f1-3 | tr , x
+      printf '%s\n' 2000x64x77 512x512x50 64x1000x129 8x4096x100 16x1000x255 2x1x1500 32x16x5176) | sort -u | paste -sd, -)
+    OFFGRID_PROBE_LAYOUTS=${OFFGRID_PROBE_LAYOUTS:-tn,nn}
   fi
   echo "== issue 18 probes: mid M against tuned grid entries, decode variants at M = 16, 31, 32"
   timeout "${OFFGRID_PROBE_TIMEOUT:-150}" $kf hgemm bench --baselines ours,ours_all,lt_auto --no-db --samples 7 --mode "${OFFGRID_PROBE_MODE:-graph}" \
