@@ -203,10 +203,10 @@ inline double wholek_chain_us(const KernelConfig& c, int64_t m, int64_t n, int64
 }
 
 inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
-  const double sms = std::max(1, d.sms);
-  const double tiles = cta_count(c, m, n);  // one CTA per tile (no split)
   if (c.whole_k)
     return 0.45 + std::max({smallk_store_us(m, n, k, d), wholek_throughput_us(c, m, n, k, d), wholek_chain_us(c, m, n, k, d)});
+  const double sms = std::max(1, d.sms);
+  const double tiles = cta_count(c, m, n);  // one CTA per tile (no split)
   const double fill_us = 1.0 * std::ceil(tiles / (4.0 * sms));
   return std::max(smallk_store_us(m, n, k, d), smallk_fma_us(c, m, n, k, d)) + fill_us + 2.0;
 }
