@@ -269,34 +269,45 @@ __device__ __forceinline__ float wholek_elem(uint32_t w, int hi) {
   else return __uint_as_float(uint32_t(bits) << 16);  // bf16: the top half of an fp32
 }
 
+// Passes over `count` elements, kFillGroup loads per thread each: every load(i) of a pass is
+// issued before the first store(i, value) (one memory latency per pass), and a pass issues only
+// the loads it has (the bound is uniform over the CTA: no predicated-off slots to walk).
+template <int THREADS, class T, class Load, class Store>
+__device__ __forceinline__ void wholek_fill_passes(int count, int tid, Load load, Store store) {
+  constexpr int G = kFillGroup;
+  for (int base = 0; base < count; base += THREADS * G) {
+    T v[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (base + g * THREADS >= count) break;
+      const int i = base + g * THREADS + tid;
+      if (i < count) v[g] = load(i);
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      if (base + g * THREADS >= count) break;
+      const int i = base + g * THREADS + tid;
+      if (i < count) store(i, v[g]);
+    }
+  }
+}
+
 // The nn B tile: K rows of `cols` contiguous elements of B (any alignment), each stored as a
-// column of bs (slot kk of row col), in passes of kFillGroup loads per thread.
+// column of bs (slot kk of row col).
 template <int THREADS, class E>
 __device__ __forceinline__ void wholek_fill_nn(const typename E::T* __restrict__ b, int64_t n, int64_t n0, int k,
                                                int cols, float inv_cols, int pitch, float* bs, int tid) {
-  constexpr int G = kFillGroup;
-  const int tb = cols * k;
-  for (int base = 0; base < tb; base += THREADS * G) {
-    typename E::T v[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      if (base + g * THREADS >= tb) break;
-      const int j = base + g * THREADS + tid;
-      if (j < tb) {
+  using T = typename E::T;
+  wholek_fill_passes<THREADS, T>(
+      cols * k, tid,
+      [&](int j) {
         const int kk = div_small(j, cols, inv_cols);
-        v[g] = b[int64_t(kk) * n + n0 + (j - kk * cols)];
-      }
-    }
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      if (base + g * THREADS >= tb) break;
-      const int j = base + g * THREADS + tid;
-      if (j < tb) {
+        return b[int64_t(kk) * n + n0 + (j - kk * cols)];
+      },
+      [&](int j, T v) {
         const int kk = div_small(j, cols, inv_cols);
-        bs[(j - kk * cols) * pitch + kk] = E::to(v[g]);
-      }
-    }
-  }
+        bs[(j - kk * cols) * pitch + kk] = E::to(v);
+      });
 }
 
 template <int BM, int BN, int KMAX, kforge_hgemm_layout L, kforge_hgemm_dtype DT>
@@ -304,12 +315,14 @@ __global__ void __launch_bounds__(BM * BN / 4)
     wholek_kernel(const void* __restrict__ a_in, const void* __restrict__ b_in, void* __restrict__ c_out, int64_t m,
                   int64_t n, int k, int64_t tiles_n, int64_t tiles) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  constexpr int THREADS = BM * BN / 4, TX = BN / 2, TY = BM / 2, G = kFillGroup;
+  constexpr int THREADS = BM * BN / 4, TX = BN / 2, TY = BM / 2;
   // 16-byte loads per thread (eight elements each): both tiles' runs at K = KMAX, all in flight at
   // once. (A cap of 8 with a second pass, and lanes staggered over the vector's words against the
   // unpack's 8-way bank conflicts, measured slower on the tiny problems these variants serve:
   // +0.1 us at 814x28x12, +0.3 at 234x110x95, H100, twenty-seventh session.)
-  constexpr int V = ((BM + BN) * KMAX / 8 + THREADS - 1) / THREADS;
+  // (nn: the A run only; its B tile is gathered by wholek_fill_nn, and a V sized for both spilled
+  // 20-28 bytes of registers in the nn variants.)
+  constexpr int V = ((BM + (L == KFORGE_HGEMM_TN ? BN : 0)) * KMAX / 8 + THREADS - 1) / THREADS;
   static_assert(BM % 8 == 0 && BN % 8 == 0 && THREADS >= 16, "whole-K tile: 16-byte aligned runs, two tail groups");
   static_assert(BM % 2 == 0 && BN % 2 == 0 && THREADS % 32 == 0 && THREADS <= 1024, "whole-K tile");
   using E = Elem<DT>;
@@ -378,28 +391,16 @@ __global__ void __launch_bounds__(BM * BN / 4)
         (tid < 8 ? as : bs)[row * pitch + tail_i - row * k] = E::to(tail);
       }
     } else {
-      // Element by element (a base pointer not 16-byte aligned), in passes of G loads per thread.
+      // Element by element (a base pointer not 16-byte aligned): the A run, then (tn) the B run.
       const int tbt = L == KFORGE_HGEMM_TN ? tb : 0;
-      for (int base = 0; base < ta + tbt; base += THREADS * G) {
-        T v[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          if (base + g * THREADS >= ta + tbt) break;
-          const int i = base + g * THREADS + tid;
-          if (i < ta) v[g] = at[i];
-          else if (i < ta + tbt) v[g] = bt[i - ta];
-        }
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          if (base + g * THREADS >= ta + tbt) break;
-          const int i = base + g * THREADS + tid;
-          if (i >= ta + tbt) continue;
-          float* dst = i < ta ? as : bs;
-          const int ii = i < ta ? i : i - ta;
-          const int row = div_small(ii, k, inv_k);
-          dst[row * pitch + ii - row * k] = E::to(v[g]);
-        }
-      }
+      wholek_fill_passes<THREADS, T>(
+          ta + tbt, tid, [&](int i) { return i < ta ? at[i] : bt[i - ta]; },
+          [&](int i, T v) {
+            float* dst = i < ta ? as : bs;
+            const int ii = i < ta ? i : i - ta;
+            const int row = div_small(ii, k, inv_k);
+            dst[row * pitch + ii - row * k] = E::to(v);
+          });
       if (L != KFORGE_HGEMM_TN) wholek_fill_nn<THREADS, E>(b, n, n0, k, cols, inv_cols, pitch, bs, tid);
     }
     __syncthreads();
