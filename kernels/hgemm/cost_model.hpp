@@ -172,16 +172,20 @@ inline double smallk_fma_us(const KernelConfig& c, int64_t m, int64_t n, int64_t
 }
 
 // The whole-K variants (KernelConfig::whole_k). Each CTA fills its tile (A's rows and B's columns,
-// the whole K, into shared memory: one memory latency with 16-byte loads; nn gathers B's tile in
-// passes of 16 element loads per thread, a latency each) and each thread then computes 2 x 2
-// outputs over K, a dependent chain of ~0.03 us per 4 of K. Rounds of CTAs: 2 resident per SM for
-// the 256-thread tiles, 3 for the 128-thread ones (~130 registers). Bound below by each SM's
-// throughput over its tiles: the padded FMAs (bm x bn x K per tile) plus the fill's unpacking
-// ((rows + columns) x K per tile, 8-way bank conflicts), and by the bytes. Fitted on the H100
-// (twenty-seventh session, graph mode, 162 variant times on 25 shapes of K 12-255, both layouts;
-// mean |log error| 0.14): launch 0.45 us, fill 0.68 us, 0.029 us per K element (K rounded to 4)
-// per round, 0.90 us per nn pass; throughput: FMAs at 28% of 128 per SM per clock at ~1.7 GHz,
-// 0.3 ns per filled element.
+// the whole K, into shared memory: one memory latency with 16-byte loads; nn gathers B's tile
+// element by element, in passes of 16 loads per thread, a latency each plus each thread's loads)
+// and each thread then computes 2 x 2 outputs over K, a dependent chain per 4 of K. Rounds of
+// CTAs: 2 resident per SM for the 256-thread tiles, 3 for the 128-thread ones. Bound below by
+// each SM's throughput over its tiles: the padded FMAs (bm x bn x K per tile) plus the fill's
+// unpacking ((rows + columns) x K per tile, 8-way bank conflicts) and, nn, the gathered columns'
+// stores (columns x K per tile, strided by the row pitch), and by the bytes. Fitted on the
+// H100 (graph mode, data/hgemm/probes/wholek-variants-h100.csv: 110 variant times, 22 problems of
+// K 1-255, both layouts; twenty-eighth session, the nn variants without register spills): launch
+// 0.58 us; per round, fill 0.89 us + 0.021 us per K element (K rounded to 4), and for nn -0.31 us
+// (its B tile is not vector-filled) + 0.36 per gather pass + 0.12 per gathered load per thread;
+// throughput: FMAs at 33% of 128 per SM per clock at ~1.7 GHz, 0.17 ns per filled element, 0.35
+// ns per gathered one. Mean |log error| 0.083, and the model's pick among the five tiles is the
+// fastest on all 22 problems (the twenty-seventh session's terms: 0.181, 0.985 of the fastest).
 inline double wholek_rounds(const KernelConfig& c, int64_t m, int64_t n, const DeviceModel& d) {
   const double sms = std::max(1, d.sms);
   const double resident = double(c.bm) * c.bn / 4.0 <= 128.0 ? 3.0 : 2.0;
@@ -192,19 +196,21 @@ inline double wholek_throughput_us(const KernelConfig& c, int64_t m, int64_t n, 
   const double k4 = 4.0 * std::ceil(double(k) / 4.0);
   const double lines = double(std::min<int64_t>(m, c.bm) + std::min<int64_t>(n, c.bn));
   const double per_sm = std::ceil(cta_count(c, m, n) / sms);
-  return per_sm * (double(c.bm) * c.bn * k4 / (128.0 * 1.7e3 * 0.284) + lines * k4 * 3.0e-4);
+  const double gathered = c.gather_b ? double(std::min<int64_t>(n, c.bn)) * k4 * 3.5e-4 : 0.0;
+  return per_sm * (double(c.bm) * c.bn * k4 / (128.0 * 1.7e3 * 0.33) + lines * k4 * 1.7e-4 + gathered);
 }
 inline double wholek_chain_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   const double k4 = 4.0 * std::ceil(double(k) / 4.0);
   const double threads = std::max(32.0, double(c.bm) * c.bn / 4.0);
   const double cols = double(std::min<int64_t>(n, c.bn));
-  const double passes = c.gather_b ? std::ceil(cols * double(k) / (threads * 16.0)) : 0.0;
-  return wholek_rounds(c, m, n, d) * (0.68 + 0.0288 * k4 + 0.90 * passes);
+  const double loads = c.gather_b ? std::ceil(cols * double(k) / threads) : 0.0;  // per thread
+  const double gather = c.gather_b ? -0.31 + 0.36 * std::ceil(loads / 16.0) + 0.12 * loads : 0.0;
+  return wholek_rounds(c, m, n, d) * (0.89 + 0.021 * k4 + gather);
 }
 
 inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
   if (c.whole_k)
-    return 0.45 + std::max({smallk_store_us(m, n, k, d), wholek_throughput_us(c, m, n, k, d), wholek_chain_us(c, m, n, k, d)});
+    return 0.58 + std::max({smallk_store_us(m, n, k, d), wholek_throughput_us(c, m, n, k, d), wholek_chain_us(c, m, n, k, d)});
   const double sms = std::max(1, d.sms);
   const double tiles = cta_count(c, m, n);  // one CTA per tile (no split)
   const double fill_us = 1.0 * std::ceil(tiles / (4.0 * sms));
@@ -444,13 +450,16 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   const double reduce_us = c.splitk <= 1   ? 0.0
                            : decode && !d.flat_split_charge ? decode_split_charge_us(c.splitk, main_us, d)
                                           : 5.0;
-  // A padded variant first copies the operands whose rows are not 16-byte multiples: A when
-  // K % 8 != 0; B when K or N % 8 != 0 (charged for both layouts: a K-major B needs it only for K),
-  // each read and written once at ~70% of the bandwidth, one launch each.
+  // A padded variant first copies the operands whose rows are not 16-byte multiples (pad_plan):
+  // A when K % 8 != 0; B when its rows' extent is not a multiple of 8 (tn, pad_b_k: K; nn: N),
+  // each read and written once at ~70% of the bandwidth, one launch each. (Until the twenty-eighth
+  // session B's copy was charged on K % 8 for nn too: 2 us and its bytes too many on an nn problem
+  // with N % 8 == 0, where the padded tiles measured 1.4-1.6 us faster than the same tiles tn:
+  // 512x512x50 on 64 x 64, 3.2 against 4.6 us, H100, graph mode.)
   double pad_us = 0;
   if (c.pad) {
     if (k % 8 != 0) pad_us += 4.0 * double(m) * k / (0.7 * bw) + 2.0;
-    if (k % 8 != 0 || n % 8 != 0) pad_us += 4.0 * double(k) * n / (0.7 * bw) + 2.0;
+    if (c.pad_b_k ? k % 8 != 0 : n % 8 != 0) pad_us += 4.0 * double(k) * n / (0.7 * bw) + 2.0;
   }
   return main_us + reduce_us + pad_us + 2.0;
 }

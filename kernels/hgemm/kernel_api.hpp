@@ -37,6 +37,7 @@ struct KernelConfig {
   bool pingpong = false;       // sm90: consumers alternate whole tiles (else they split each tile)
   int multicast = 1;           // sm90: CTAs of a cluster along M sharing each B tile through TMA multicast
   bool pad = false;            // sm90: rows that are not 16-byte multiples (K or N % 8 != 0) re-pitched into the workspace
+  bool pad_b_k = false;        // sm90 padded, tn: B's rows run along K (re-pitched when K % 8 != 0; nn: when N % 8 != 0)
   bool splitk_auto = false;    // skinny: the split count is chosen per problem (auto_splits), splitk is its maximum
   int max_m = 0;               // skinny: the largest M served (0: any M)
   int max_n = 0;               // skinny, swapped roles (A streamed): the largest N served (0: any N)
@@ -49,7 +50,8 @@ struct KernelConfig {
                                // its N side (bn = 8..32; bm tiles N), C stored transposed
 };
 
-// Whether two configurations are the same kernel but for `pad` (a plain variant and its padded twin).
+// Whether two configurations are the same kernel but for `pad` (a plain variant and its padded
+// twin; pad_b_k, a padded variant's own, is not compared).
 inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
   return a.family == b.family && a.bm == b.bm && a.bn == b.bn && a.bk == b.bk && a.stages == b.stages &&
          a.consumers == b.consumers && a.splitk == b.splitk && a.group_m == b.group_m && a.persistent == b.persistent &&

@@ -848,6 +848,7 @@ template <int BM, int BN, int STAGES, int CONSUMERS, int SPLITK, int GROUP_M, bo
 struct Gemm {
   using T = Traits<BM, BN, STAGES, CONSUMERS, SPLITK, GROUP_M, PERSISTENT, L, ACC, PINGPONG, MCAST, DT, STREAMK, SWAP>;
   static constexpr kforge_hgemm_dtype kDtype = DT;
+  static constexpr kforge_hgemm_layout kLayout = L;
 
   // Swapped roles (SWAP): the largest M served, up to two column tiles of the small side.
   static constexpr int kSwapMaxM = 2 * BN < 32 ? 2 * BN : 32;
@@ -1188,6 +1189,7 @@ struct Padded {
   static constexpr KernelConfig config() {
     KernelConfig c = G::config();
     c.pad = true;
+    c.pad_b_k = G::kLayout == KFORGE_HGEMM_TN;  // pad_plan: which of B's extents its rows run along
     return c;
   }
 

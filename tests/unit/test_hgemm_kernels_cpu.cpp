@@ -675,15 +675,15 @@ TEST(HgemmKernels, CostModelTracksTheWholeKProbe) {
     worst_pick = std::min(worst_pick, best / pick_us);
     picked_us[key] = pick_pred;
   }
-  EXPECT_GT(std::exp(log_pick / double(problems.size())), 0.93);  // 0.943 at the fit
-  EXPECT_GT(worst_pick, 0.75);                                    // 0.772 (3x10507x161 nn)
-  EXPECT_LT(abs_err / double(rows.size()), 0.18);                 // mean |log error| 0.158
+  EXPECT_GT(std::exp(log_pick / double(problems.size())), 0.97);  // 1.0 at the fit (0.985 with the old terms)
+  EXPECT_GT(worst_pick, 0.9);                                     // 1.0 (0.78 with the old terms)
+  EXPECT_LT(abs_err / double(rows.size()), 0.10);                 // mean |log error| 0.083 (0.181)
   // The level at the bound: the tiny ones well under it, the deep and wide ones over it.
   auto pick = [&](int64_t m, int64_t n, int64_t k, const char* layout) { return picked_us.at({m, n, k, layout}); };
   EXPECT_LT(pick(814, 28, 12, "tn"), 2.0);
   EXPECT_LT(pick(4, 28, 33, "tn"), kernels::kWholeKMaxUs);
   EXPECT_GT(pick(130, 66, 200, "tn"), kernels::kWholeKMaxUs);
-  EXPECT_GT(pick(3, 10507, 161, "nn"), kernels::kWholeKMaxUs);
+  EXPECT_GT(pick(3, 10507, 161, "tn"), kernels::kWholeKMaxUs);
 }
 
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
@@ -1014,6 +1014,8 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
     // kWholeKMaxUs (deeper K, more tiles, nn's gathered B tile), other families: measured faster
     // there on the H100 (twenty-seventh session: 130x66x200 3.1 us padded against 5.6,
     // 1000x1001x17 4.8 on sm_80 against 7.2, 3x10507x161 nn 7.3 on the decode tiles against 13.2).
+    // 234x110x95 nn is the whole-K family's since the nn variants lost their register spills
+    // (twenty-eighth session: 64 x 8 at ~4 us, the padded 128 x 64 neighbour 6.6).
     EXPECT_TRUE(d.whole_k);
     auto problem_name = [](int64_t m, int64_t n, int64_t k, kforge_hgemm_layout l) {
       return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (l == KFORGE_HGEMM_TN ? " tn" : " nn");
@@ -1031,12 +1033,6 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
         EXPECT_NE(off.variant->config.family, kernels::Family::kSmallK) << what << ": " << off.variant->name;
         const kernels::Choice c = disp.resolve(p, dw, -1);
         ASSERT_NE(c.variant, nullptr) << what;
-        if (m == 234 && l == KFORGE_HGEMM_NN) {
-          // nn gathers B's 110 columns x 95 element by element: past the bound, another family.
-          EXPECT_FALSE(kernels::small_k_regime(p, dw)) << what;
-          EXPECT_FALSE(c.variant->config.whole_k) << what << ": " << c.variant->name;
-          continue;
-        }
         EXPECT_TRUE(kernels::small_k_regime(p, dw)) << what;
         EXPECT_EQ(c.how, kernels::Choice::How::kSmallK) << what;
         EXPECT_TRUE(c.variant->config.whole_k) << what << ": " << c.variant->name;
@@ -1138,16 +1134,22 @@ TEST(HgemmKernels, TunerMeasuresEveryFamilysBestPredicted) {
       EXPECT_LE(predicted_us(*picked[i - 1], sh, dev, ceil), predicted_us(*picked[i], sh, dev, ceil)) << sh.str();
   }
   EXPECT_GT(runnable_variants(HgemmProblem{Shape{8, 4096, 4096}, Layout::kTN, Acc::kF32}, dev, ceil, 0).size(), 8u);
-  // The small-K family's whole-K variants serve any K <= 256 but are measured only where the
-  // dispatcher would send them: tiny problems with unaligned rows.
+  // The small-K family's whole-K variants serve any K <= 256 but are measured within a budget
+  // only where the dispatcher would send them (tiny problems with unaligned rows); without one
+  // (every variant), wherever they serve.
   auto whole_k = [&](Shape sh, int budget) {
     int n = 0;
     for (const auto* v : runnable_variants(HgemmProblem{sh, Layout::kTN, Acc::kF32}, dev, ceil, budget)) n += v->config.whole_k;
     return n;
   };
-  EXPECT_EQ(whole_k(Shape{64, 64, 64}, 0), 0);
-  EXPECT_EQ(whole_k(Shape{4096, 4096, 128}, 0), 0);
-  EXPECT_EQ(whole_k(Shape{4095, 4097, 200}, 0), 0);
+  for (int budget : {8, 1000}) {
+    EXPECT_EQ(whole_k(Shape{64, 64, 64}, budget), 0);
+    EXPECT_EQ(whole_k(Shape{4096, 4096, 128}, budget), 0);
+    EXPECT_EQ(whole_k(Shape{4095, 4097, 200}, budget), 0);
+  }
+  EXPECT_GE(whole_k(Shape{64, 64, 64}, 0), 5);
+  EXPECT_GE(whole_k(Shape{4095, 4097, 200}, 0), 5);
+  EXPECT_EQ(whole_k(Shape{4096, 4096, 512}, 0), 0);  // past KMAX
   EXPECT_GE(whole_k(Shape{814, 28, 12}, 8), 2);
   EXPECT_GE(whole_k(Shape{4, 28, 33}, 8), 2);
   EXPECT_EQ(whole_k(Shape{3, 10507, 161}, 8), 0);  // past kWholeKMaxUs: measured slower there
