@@ -38,14 +38,16 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
   const bool hopper = dev.cc_major == 9 && dev.cc_minor == 0;
   // The small-K family's whole-K variants only where the dispatcher would send them (tiny
   // problems with unaligned rows, K 9-256): elsewhere they serve but would take the family's
-  // places in the budget from variants that can win.
+  // places in the budget from variants that can win. Without a budget (max_variants 0: every
+  // variant) they are measured wherever they serve (K <= 256), so that an all-variant probe shows
+  // where the rule leaves time on the table.
   kernels::DeviceModel whole = device_model(dev, ceil);
   whole.whole_k = true;
   const bool whole_k = kernels::small_k_regime(abi, whole);
   std::vector<std::pair<double, const kernels::KernelVariant*>> ranked;
   for (size_t i = 0; i < count; ++i) {
     if (all[i].config.family == kernels::Family::kSm90 && !hopper) continue;
-    if (all[i].config.whole_k && !whole_k) continue;
+    if (all[i].config.whole_k && !whole_k && max_variants != 0) continue;
     if (all[i].supports(&abi)) ranked.push_back({predicted_us(all[i], prob.shape, dev, ceil), &all[i]});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
