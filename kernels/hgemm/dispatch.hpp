@@ -115,7 +115,11 @@ inline constexpr double kSmallKTinyFmaUs = 1.25;
 // 512x512x50 and 2000x64x77 nn by ~0.3-1 us); above it, slower on 9 of 14 (130x66x200 6.2 us
 // against the padded tile's 3.6, 1000x1001x17 7.2 against sm_80's 4.8, the nn gathers) and faster
 // on 5 the model overestimates (382x387x100 5.8 against 7.8, 3x10507x161 tn 6.4 against 12.5:
-// the next refinement). Before the vector fill (twenty-third session, H200) they lost to the
+// the next refinement). The twenty-eighth session refitted the whole-K terms on the nn variants
+// without register spills (cost_model.hpp) and kept the bound: on that session's probe (36
+// problems, every variant) bounds from 3.5 to 5 us chose alike (the dispatcher's pick at 1.16-1.17x
+// the fastest variant's time, 1.20 before the refit); 234x110x95 nn moved to the whole-K 64 x 8
+// tile (~4 us, the padded neighbour 6.6). Before the vector fill (twenty-third session, H200) they lost to the
 // decode family's 8-row tiles up to M = 8 and were kept off there (kWholeKMaxDecodeM, removed).
 // Only where DeviceModel::whole_k is set: on by default since the twenty-fourth session measured
 // them (docs/perf-notes.md); resolve() clears it under KFORGE_HGEMM_WHOLEK=0.
