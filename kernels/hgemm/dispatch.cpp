@@ -132,18 +132,26 @@ int64_t outer_k_limit() {
   return limit;
 }
 
+// Whether whole-K variant `c` may take `p` (rows that are not 16-byte multiples) by its
+// prediction: at most kWholeKTinyUs anywhere in its K range, K <= 8 included (Hopper: measured
+// there only), or at most kWholeKMaxUs past the outer products' K.
+static bool whole_k_takes(const KernelConfig& c, const kforge_hgemm_problem& p, const DeviceModel& d) {
+  if (!c.whole_k || !d.whole_k || c.max_k < p.k) return false;
+  const double us = smallk_predicted_us(c, p.m, p.n, p.k, d);
+  const bool aligned = p.k % 8 == 0 && p.n % 8 == 0;
+  if (aligned) return false;
+  return (d.cc == 90 && us <= kWholeKTinyUs) || (p.k > outer_k_limit() && us <= kWholeKMaxUs);
+}
+
 bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d) {
   if (p.k > small_k_limit() || (p.k % 8 == 0 && p.n % 8 == 0)) return false;
-  const bool whole = p.k > outer_k_limit() && d.whole_k;
   const double bound = std::max(2.0 * smallk_store_us(p.m, p.n, p.k, d), kSmallKTinyFmaUs);
   size_t count = 0;
   const KernelVariant* all = variants(&count);
   for (size_t i = 0; i < count; ++i) {
     const KernelConfig& c = all[i].config;
     if (c.max_k < p.k || !all[i].supports(&p)) continue;  // its layout's prediction (nn gathers B)
-    if (c.whole_k ? whole && smallk_predicted_us(c, p.m, p.n, p.k, d) <= kWholeKMaxUs
-                  : smallk_fma_us(c, p.m, p.n, p.k, d) <= bound)
-      return true;
+    if (c.whole_k ? whole_k_takes(c, p, d) : smallk_fma_us(c, p.m, p.n, p.k, d) <= bound) return true;
   }
   return false;
 }
@@ -203,9 +211,9 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     const KernelVariant& v = all[i];
     if (!runs_on(v, family_cc) || !v.supports(&p)) continue;
     if (smallk && v.config.max_k == 0) continue;
-    // The whole-K variants only in the small-K regime past the outer products' K (not yet
-    // measured elsewhere).
-    if (v.config.whole_k && (!smallk || !d.whole_k || p.k <= outer_k_limit())) continue;
+    // The whole-K variants only in the small-K regime, where their prediction lets them
+    // (whole_k_takes: tiny problems, or past the outer products' K).
+    if (v.config.whole_k && (!smallk || !whole_k_takes(v.config, p, d))) continue;
     if (v.config.stream_k && !d.stream_k) continue;  // measured slower (DeviceModel::stream_k)
     if (v.config.swap_ab && !d.swap_ab) continue;    // off under KFORGE_HGEMM_SWAP=0 (DeviceModel::swap_ab)
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;

@@ -124,6 +124,15 @@ inline constexpr double kSmallKTinyFmaUs = 1.25;
 // Only where DeviceModel::whole_k is set: on by default since the twenty-fourth session measured
 // them (docs/perf-notes.md); resolve() clears it under KFORGE_HGEMM_WHOLEK=0.
 inline constexpr double kWholeKMaxUs = 4.5;
+// Within the regime (rows not 16-byte multiples), K <= 8 included, the whole-K variants also take
+// a problem on Hopper when one of them is predicted at most kWholeKTinyUs: a launch and one fill
+// (~1.5-1.7 us), where the outer products took ~1.6-2.3 (H100, twenty-eighth session, graph mode:
+// 89x55x1 1.55 us against the outer product's 1.95 and cuBLASLt's 1.29, 197x7x5 1.57 against
+// 2.19, 3x26x2 1.49 against 1.59; the model within 0.1 us of each). Aligned rows stay with the
+// other families: on the H100 the whole-K tile beat them at 10080x24x8 (2.1 us against 3.7), but
+// on the H200 the Hopper tiles ran 48x8x8 in 1.5 us and 168x56x8 in 1.8 (sixteenth session), as
+// fast as the whole-K variants run anything; not yet measured there.
+inline constexpr double kWholeKTinyUs = 1.9;
 // The stream-K variants (KernelConfig::stream_k) are chosen off the table (the cost model's choice,
 // the large shapes' relatives of a neighbour) only where DeviceModel::stream_k is set: resolve() sets
 // it under KFORGE_HGEMM_STREAMK=1, off by default: measured on the H200 (twenty-third session),

@@ -964,7 +964,7 @@ TEST(HgemmKernels, DispatcherSendsDecodeShapesToTheDecodeFamily) {
 // K <= 8 with rows that are not 16-byte multiples (K or N % 8 != 0), unless the FMAs outweigh the
 // stores: the small-K family (smallk_gemm.cuh), after an exact table entry and before the
 // neighbours, decode shapes included. Aligned rows (K = 8, N % 8 == 0), FMA-bound problems and
-// K = 9 are the other families'.
+// K = 9 are the other families'. Tiny ones on Hopper go to the whole-K variants (kWholeKTinyUs).
 TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
   ASSERT_EQ(kernels::small_k_limit(), 256);  // the whole-K variants; the outer products serve K <= 8
   const char* wide = "sm90_tn_f32_64x64_s6_c1_k1_g0_false";
@@ -991,19 +991,27 @@ TEST(HgemmKernels, DispatcherSendsSmallKToTheSmallKFamily) {
             continue;
           }
           EXPECT_EQ(c.variant->config.family, kernels::Family::kSmallK) << what << ": " << c.variant->name;
-          EXPECT_FALSE(c.variant->config.whole_k) << what << ": " << c.variant->name;  // K <= 8: the outer products
-          kernels::DeviceModel dw = d;
-          dw.whole_k = true;  // also with the whole-K variants on
-          EXPECT_EQ(disp.resolve(p, dw, -1).variant, c.variant) << what;
+          // K <= 8: the outer products, but for tiny problems on Hopper (the whole-K variants
+          // predicted at most kWholeKTinyUs: a launch and one fill).
+          const bool tiny = cc == 90 && m * n <= 11784 * 4 * 2 && !(m == 1024 && n == 4096);
+          EXPECT_EQ(c.variant->config.whole_k, tiny) << what << ": " << c.variant->name;
+          if (tiny) EXPECT_LE(kernels::predicted_us(*c.variant, p, d, -1), kernels::kWholeKTinyUs) << what;
+          kernels::DeviceModel dn = d;
+          dn.whole_k = false;  // KFORGE_HGEMM_WHOLEK=0: the outer products throughout
+          const kernels::Choice outer = disp.resolve(p, dn, -1);
+          ASSERT_NE(outer.variant, nullptr) << what;
+          EXPECT_EQ(outer.variant->config.family, kernels::Family::kSmallK) << what << ": " << outer.variant->name;
+          EXPECT_FALSE(outer.variant->config.whole_k) << what << ": " << outer.variant->name;
           EXPECT_EQ(c.how, kernels::Choice::How::kSmallK) << what;
           EXPECT_EQ(c.unaligned, c.variant) << what;  // any 2-byte aligned pointers
           EXPECT_EQ(c.workspace, 0u) << what;
           EXPECT_EQ(kernels::model_choice(p, d, -1, cc), c.variant) << what;
         }
-        // A narrow N goes to the 32-column tiles (a 128-column tile would compute 124 columns of padding).
+        // A narrow N goes to narrow tiles (a 128-column tile would compute 124 columns of padding):
+        // the outer products' 32 columns, or on Hopper the whole-K variants' 8.
         const kernels::Choice narrow = disp.resolve(prob(11784, 4, 5, l, a, dt), d, -1);
         ASSERT_NE(narrow.variant, nullptr);
-        EXPECT_EQ(narrow.variant->config.bn, 32) << narrow.variant->name;
+        EXPECT_EQ(narrow.variant->config.bn, cc == 90 ? 8 : 32) << narrow.variant->name;
       }
     // (8192x8192x7: FMA-bound on the H200's 4.5 TB/s; on the A100's 1.8 TB/s its stores weigh as much.)
     // K from 9 to 256 with unaligned rows, tiny: with DeviceModel::whole_k (the default since the
