@@ -136,10 +136,8 @@ int64_t outer_k_limit() {
 // prediction: at most kWholeKTinyUs anywhere in its K range, K <= 8 included (Hopper: measured
 // there only), or at most kWholeKMaxUs past the outer products' K.
 static bool whole_k_takes(const KernelConfig& c, const kforge_hgemm_problem& p, const DeviceModel& d) {
-  if (!c.whole_k || !d.whole_k || c.max_k < p.k) return false;
+  if (!c.whole_k || !d.whole_k || c.max_k < p.k || (p.k % 8 == 0 && p.n % 8 == 0)) return false;
   const double us = smallk_predicted_us(c, p.m, p.n, p.k, d);
-  const bool aligned = p.k % 8 == 0 && p.n % 8 == 0;
-  if (aligned) return false;
   return (d.cc == 90 && us <= kWholeKTinyUs) || (p.k > outer_k_limit() && us <= kWholeKMaxUs);
 }
 

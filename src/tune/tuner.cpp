@@ -37,7 +37,7 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
   const kforge_hgemm_problem abi = prob.abi();
   const bool hopper = dev.cc_major == 9 && dev.cc_minor == 0;
   // The small-K family's whole-K variants only where the dispatcher would send them (tiny
-  // problems with unaligned rows, K 9-256): elsewhere they serve but would take the family's
+  // problems with unaligned rows, K up to 256): elsewhere they serve but would take the family's
   // places in the budget from variants that can win. Without a budget (max_variants 0: every
   // variant) they are measured wherever they serve (K <= 256), so that an all-variant probe shows
   // where the rule leaves time on the table.
