@@ -21,7 +21,7 @@
 #   offgrid-kernels  the decode family and the padded Hopper twins (issue 18) verified first: every
 #           decode variant on a sweep of M 1..32 x odd N and K (split-K with its workspace), chained
 #           decode calls sharing a workspace, every padded variant on K or N % 8 != 0, the
-#           small-K family on a sweep of K 1..8, the dispatcher's odd shapes, resident CTAs (~30-60 s; ctest-offgrid-kernels.log); then, unless
+#           small-K family on a sweep of K 1..8, the GEMV-like family on a sweep, the dispatcher's odd shapes, resident CTAs (~30-60 s; ctest-offgrid-kernels.log); then, unless
 #           OFFGRID_KERNELS_BENCH=0, every variant vs cuBLASLt on 8 decode and unaligned shapes
 #           (offgrid-kernels-variants.csv, ~40 s)
 #   streamk the stream-K variants (issue 18, twenty-first session; off the default dispatch until
@@ -314,7 +314,7 @@ fi
 if has offgrid-kernels; then
   echo "== decode and padded kernels: GPU correctness, then every variant on decode and unaligned shapes"
   timeout 150 ctest --test-dir "$build" --output-on-failure \
-    -R "DecodeVariants|DecodeChained|PaddedVariants|SmallKVariants|DispatcherServesOddShapes|ResidentCtas|UnalignedRowsCorrectly|OddOffsetC" 2>&1 |
+    -R "DecodeVariants|DecodeChained|PaddedVariants|SmallKVariants|GemvVariants|DispatcherServesOddShapes|ResidentCtas|UnalignedRowsCorrectly|OddOffsetC" 2>&1 |
     tee "$out/ctest-offgrid-kernels.log" | grep -E "verifications|chained|Passed|Failed|SKIPPED|tests passed|Expected|Which is|\*\*\*|: .*failed" | head -40 || true
   if [ "${OFFGRID_KERNELS_BENCH:-1}" != 0 ]; then
     timeout 120 $kf hgemm bench --baselines ours_all,lt_auto --no-db --samples 5 \
@@ -361,7 +361,7 @@ if has offgrid-probe; then
   # Each probe shape's variants with their resident CTAs, CTAs and waves on this GPU (the cost
   # model's inputs), and the model's prediction beside the times above.
   for s in $(echo "${OFFGRID_PROBE_SHAPES:-31x4096x4096}" | tr ',' ' '); do
-    echo "== $s" && timeout 20 $kf hgemm variants --shape "$s" --layout "${OFFGRID_PROBE_LAYOUTS:-tn}" --acc f32 || true
+    echo "== $s" && timeout 20 $kf hgemm variants --shape "$s" --layout "$(echo "${OFFGRID_PROBE_LAYOUTS:-tn}" | cut -d, -f1)" --acc f32 || true
   done >"$out/offgrid-probe-resident.txt" 2>&1
   python3 scripts/probe-to-csv.py "$out/offgrid-probe-variants.csv" "$out/offgrid-probe-resident.txt" \
     --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" >"$out/decode-probe.csv" || true
@@ -374,7 +374,7 @@ if has ncu-shapes; then
   ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   for s in $NCU_SHAPES; do
     for side in ours lt_heur; do
-      if [ $side = ours ]; then k='regex:sm90::|skinny::|sm80::|smallk::'; else k='regex:^(?!.*(sm90::|skinny::|sm80::|smallk::|kforge)).*'; fi
+      if [ $side = ours ]; then k='regex:sm90::|skinny::|sm80::|smallk::|gemv::'; else k='regex:^(?!.*(sm90::|skinny::|sm80::|smallk::|gemv::|kforge)).*'; fi
       timeout 150 "$ncu_bin" --clock-control none --kernel-name-base demangled -k "$k" --launch-skip 2 -c "${NCU_LAUNCHES:-2}" \
         --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
         --section WarpStateStats --section InstructionStats \

@@ -82,6 +82,9 @@ struct DeviceModel {
   // KFORGE_HGEMM_DECODE_UNIFORM=0.
   bool decode_siblings = true;
   bool decode_uniform = true;
+  // The GEMV-like family (Family::kGemv) may take a problem off the table (dispatch.hpp,
+  // kGemvMaxUs); the dispatcher clears it under KFORGE_HGEMM_GEMV=0, for A/B runs.
+  bool gemv = true;
   bool operator==(const DeviceModel&) const = default;  // every field (the dispatcher's memo key)
 };
 
@@ -120,6 +123,31 @@ inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
 // that of the CTAs' in-flight bytes over a loaded DRAM latency (~1.5 us), up to ~90% of the
 // device's; the mma.sync work on MT padded rows runs at about half the wgmma rate; S > 1 adds the
 // reduction kernel (a launch, and the partials written and read once).
+// The decode family's generic path (rows not 16-byte multiples: the streamed operand W's when its
+// rows' extent is not a multiple of 8, K for tn B or a swapped A, N for nn B; the small operand X's
+// likewise): each K tile's elements are loaded one by one into registers and stored before the
+// tile's mma, so the pipeline hides nothing: per K tile of a CTA, a memory latency and each
+// thread's guarded loads (elements inside the matrix only: loads past K or past the last row are
+// skipped). Fitted on an H100 (twenty-ninth session, graph mode, the decode variants of
+// data/hgemm/probes/offgrid-variants-h100.csv on its 13 unaligned problems x 2 layouts, 140 times):
+// 0.74 us per K tile and 0.029 us per element per thread; mean |log error| of those variants 0.54
+// -> 0.14 (the model without it put 3x10507x161 at 2.9 us on every decode tile, measured 7.2-12.3,
+// and kept the problem there while the whole-K 8x64 tile ran it in 6.2).
+inline double skinny_generic_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, int splits, int resident) {
+  const bool swap = c.max_n > 0;
+  const int64_t streamed = swap ? m : n, small = swap ? n : m;
+  const bool w_k = swap || !c.b_rows_n, x_k = !swap || !c.b_rows_n;  // rows running along K
+  const bool gen_w = (w_k ? k : streamed) % 8 != 0, gen_x = (x_k ? k : small) % 8 != 0;
+  if (!gen_w && !gen_x) return 0.0;
+  const double threads = std::max(32, 32 * c.consumers);
+  const double cols = double(std::min<int64_t>(c.bk, k));
+  const double elems = ((gen_w ? double(std::min<int64_t>(c.bn, streamed)) : 0.0) +
+                        (gen_x ? double(std::min<int64_t>(c.bm, small)) : 0.0)) * cols / threads;
+  const double k_tiles = std::ceil(std::ceil(double(k) / c.bk) / std::max(1, splits));
+  const double waves = std::ceil(std::ceil(double(streamed) / c.bn) * std::max(1, splits) / std::max(1, resident));
+  return waves * k_tiles * (0.74 + 0.029 * elems);
+}
+
 inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                   int resident) {
   const double sms = std::max(1, d.sms);
@@ -143,7 +171,7 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   const double busy = std::min(1.0, ctas / sms);
   const double mma_us = 2.0 * c.bm * (tiles * c.bn) * k / (tflops * 1e6 * 0.5 * busy);
   const double reduce_us = s > 1 ? 2.0 + 2.0 * s * double(m) * n * 4.0 / bw : 0.0;
-  return std::max(mem_us, mma_us) + reduce_us + 2.0;
+  return std::max(mem_us, mma_us) + reduce_us + skinny_generic_us(c, m, n, k, s, res) + 2.0;
 }
 
 // The small-K family (Family::kSmallK, K <= max_k): an outer product on the CUDA cores, bound by
@@ -215,6 +243,60 @@ inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   const double tiles = cta_count(c, m, n);  // one CTA per tile (no split)
   const double fill_us = 1.0 * std::ceil(tiles / (4.0 * sms));
   return std::max(smallk_store_us(m, n, k, d), smallk_fma_us(c, m, n, k, d)) + fill_us + 2.0;
+}
+
+// The GEMV-like family (Family::kGemv, gemv_gemm.cuh): warps streaming R rows of W (the long
+// operand) at a time beside the small operand's elements, G warps of a CTA and S CTAs of a cluster
+// to a row group (gemv_split). A CTA's time: a fixed part (launch, the warps' and the CTAs'
+// reductions: more with R = 4, whose warps sum 4 x 8 values) and a latency per block of loads in
+// flight per lane (U blocks of 256 elements of K with 16-byte loads, U = 2 for R = 1 and 1 for R =
+// 4; of 32 element by element), longer with more rows of X to load beside W's (xr); a cluster adds
+// its reduction; CTAs run in rounds of what fits (the resident count, else 2 per SM); bound below
+// by the bytes. Fitted on an H100 (twenty-ninth session, graph mode, every GEMV variant on 31 probe
+// problems, docs/perf-notes.md): R = 1, 1.5 us + 0.2 + 0.1 x xr per block; R = 4, 2.0 + 0.35 +
+// 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0) and a swapped nn B of several columns
+// (X gathered element by element along K) measured 2-10x slower: charged, and kept off by the
+// dispatcher (gemv_choice).
+// A GEMV launch's shape: its row groups (R rows of W each), their split (gemv_split) and its CTAs.
+struct GemvLaunch {
+  int64_t groups = 0;
+  GemvSplit split;
+  double ctas = 0;
+};
+inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d) {
+  const int warps = std::max(1, c.consumers);
+  const int r = std::max(1, c.bn / warps);  // rows of W per warp
+  const int64_t rows = c.max_n > 0 ? m : n;
+  GemvLaunch l;
+  l.groups = (rows + r - 1) / r;
+  l.split = gemv_split(l.groups, k, std::max(1, d.sms), k % 8 == 0, warps, d.cc >= 90);
+  l.ctas = std::ceil(double(l.groups) * l.split.groups / warps) * l.split.splits;
+  return l;
+}
+
+inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
+                                int resident) {
+  const double sms = std::max(1, d.sms);
+  const bool swap = c.max_n > 0;
+  const int64_t rows = swap ? m : n, small = swap ? n : m;
+  const bool vec = k % 8 == 0;  // W's rows (A, or a tn B) are K-contiguous either way
+  const bool x_gathered = swap && c.b_rows_n && small > 1;  // X: K rows of N, read along K
+  const int r = std::max(1, c.bn / std::max(1, c.consumers));  // rows of W per warp
+  const GemvLaunch l = gemv_launch(c, m, n, k, d);
+  const GemvSplit sp = l.split;
+  const double ctas = l.ctas;
+  const double res = resident > 0 ? double(resident) : 2.0 * sms;
+  const double rounds = std::ceil(ctas / res);
+  const double block = vec ? 256.0 * (r == 1 ? 2 : 1) : 32.0 * (r == 1 ? 8 : 4);
+  const double batches = std::ceil(double(k) / (double(sp.groups) * sp.splits) / block);
+  const double xr = double(small);
+  double per_batch = r == 1 ? 0.2 + 0.1 * xr : 0.35 + 0.12 * xr;
+  if (!vec) per_batch = 0.6 + 0.2 * xr;
+  if (x_gathered) per_batch += 1.0 * xr;
+  const double fixed = r == 1 ? 1.5 : 2.0;
+  const double chain = rounds * (fixed + batches * per_batch) + (sp.splits > 1 ? 0.8 : 0.0);
+  const double bytes = 2.0 * (double(rows) * k + double(small) * k + double(m) * n);
+  return std::max(chain, bytes / (0.8 * bytes_per_us(d)));
 }
 
 // The fraction of the nominal tensor peak one sm90 tile sustains over its K loop, by tile shape and
@@ -341,6 +423,7 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
                            int resident) {
   if (c.family == Family::kSkinny) return skinny_predicted_us(c, m, n, k, d, resident);
   if (c.family == Family::kSmallK) return smallk_predicted_us(c, m, n, k, d);
+  if (c.family == Family::kGemv) return gemv_predicted_us(c, m, n, k, d, resident);
   if (c.swap_ab) return swapped_predicted_us(c, m, n, k, d, resident);
   const double ctas = cta_count(c, m, n);
   const double sms = std::max(1, d.sms);

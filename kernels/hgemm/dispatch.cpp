@@ -50,6 +50,7 @@ struct ModelSwitches {
   bool decode_siblings = !env_is("KFORGE_HGEMM_DECODE_SIBLINGS", "0");
   bool decode_uniform = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
   bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
+  bool gemv = !env_is("KFORGE_HGEMM_GEMV", "0");
   // -1: the DeviceModel's own.
   double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
   double decode_wave_us = env_number("KFORGE_HGEMM_DECODE_WAVE_US", 0.0, 100.0, -1.0);
@@ -64,6 +65,7 @@ struct ModelSwitches {
     if (!decode_siblings) d.decode_siblings = false;
     if (!decode_uniform) d.decode_uniform = false;
     if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
+    if (!gemv) d.gemv = false;
     if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
     if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;
     if (decode_slice_us >= 0) d.decode_slice_us = decode_slice_us;
@@ -182,6 +184,7 @@ const char* to_string(Choice::How h) {
     case Choice::How::kNeighbour: return "nearest tuned neighbours";
     case Choice::How::kModel: return "cost model";
     case Choice::How::kSmallK: return "small-K family (K <= 256, rows not 16-byte multiples)";
+    case Choice::How::kGemv: return "GEMV-like family (one side <= 8, predicted tiny)";
     default: return "none";
   }
 }
@@ -214,6 +217,8 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     if (v.config.whole_k && (!smallk || !whole_k_takes(v.config, p, d))) continue;
     if (v.config.stream_k && !d.stream_k) continue;  // measured slower (DeviceModel::stream_k)
     if (v.config.swap_ab && !d.swap_ab) continue;    // off under KFORGE_HGEMM_SWAP=0 (DeviceModel::swap_ab)
+    // The GEMV-like family only through its own step of resolve() (gemv_choice: tiny problems).
+    if (v.config.family == Family::kGemv) continue;
     if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
@@ -468,6 +473,30 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
   return nullptr;
 }
 
+// The GEMV-like family's best variant for `p` by the model, where the family serves it on its fast
+// path (K % 8 == 0: 16-byte loads; the small operand's elements contiguous along K: tn, or an nn B of
+// one column), K is at least kGemvMinK and the prediction at most kGemvMaxUs (and DeviceModel::gemv
+// is set); else nullptr.
+static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
+  if (!d.gemv || p.k % 8 != 0 || p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
+  size_t count = 0;
+  const KernelVariant* all = variants(&count);
+  const KernelVariant* best = nullptr;
+  double best_us = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < count; ++i) {
+    const KernelVariant& v = all[i];
+    if (v.config.family != Family::kGemv || !runs_on(v, d.cc) || !v.supports(&p)) continue;
+    // Rows too few to fill the device (the regime it was measured ahead in; past one CTA per SM its
+    // clusters and per-SM loads in flight are not modelled: 1x64x30000 took 6.4 us on 256 CTAs).
+    if (gemv_launch(v.config, p.m, p.n, p.k, d).ctas > std::max(1, d.sms)) continue;
+    const double us = predicted_us(v, p, d, dev);
+    if (us < best_us) best_us = us, best = &v;
+  }
+  if (!best || best_us > kGemvMaxUs) return nullptr;
+  *us_out = best_us;
+  return best;
+}
+
 Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& device, int dev) const {
   DeviceModel d = device;
   switches().apply(d);
@@ -480,6 +509,13 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   else if ((c.variant = neighbour(p, d, dev))) c.how = Choice::How::kNeighbour;
   else if ((c.variant = model_choice(p, d, dev, d.cc))) c.how = Choice::How::kModel;
   if (!c.variant) return c;
+  // Off the table, the GEMV-like family takes a tiny problem it serves on its fast path when the
+  // model puts it clearly ahead of the choice above (kGemvMargin: that choice's prediction is not
+  // calibrated here).
+  double gemv_us = 0;
+  if (c.how != Choice::How::kTable && c.how != Choice::How::kTableTwin)
+    if (const KernelVariant* g = gemv_choice(p, d, dev, &gemv_us))
+      if (gemv_us <= kGemvMargin * predicted_us(*c.variant, p, d, dev)) c.variant = g, c.how = Choice::How::kGemv;
   // TMA needs 16-byte aligned bases: an unaligned call goes to the sm_80 family, which takes any.
   c.unaligned = c.variant->config.family != Family::kSm90 ? c.variant : model_choice(p, d, dev, 80);
   c.workspace = c.variant->workspace_size(&p);

@@ -133,6 +133,20 @@ inline constexpr double kWholeKMaxUs = 4.5;
 // on the H200 the Hopper tiles ran 48x8x8 in 1.5 us and 168x56x8 in 1.8 (sixteenth session), as
 // fast as the whole-K variants run anything; not yet measured there.
 inline constexpr double kWholeKTinyUs = 1.9;
+// The GEMV-like family (gemv_gemm.cuh: one side of C at most 8, on the CUDA cores) takes a problem
+// off the table where it serves it on its fast path (K % 8 == 0, the small operand contiguous along
+// K: tn, or an nn B of one column), K >= kGemvMinK, its launch needs at most one CTA per SM, and its
+// best variant is predicted at most kGemvMaxUs (gemv_predicted_us) and at most kGemvMargin of the
+// prediction for the dispatcher's choice without it: tiny outputs that each need a long K, where
+// the other families split K over clusters or a second kernel. Measured on an H100 (twenty-ninth
+// session, graph mode): 1x1x65536 3.2 us against the decode family's 10.9 (cuBLASLt 3.5), 5x1x3000
+// 2.0 against 3.1, 2x8x4096 1.9 against 3.2, 3x200x1000 2.7 against 3.0; but 8x8x16 2.1 against 1.4
+// and 8x40x752 3.4 against 2.9 (launch and reductions: hence the minimum K and the margin, the
+// other families' predictions being the less certain there). Only where DeviceModel::gemv is set
+// (resolve() clears it under KFORGE_HGEMM_GEMV=0).
+inline constexpr int64_t kGemvMinK = 512;
+inline constexpr double kGemvMaxUs = 4.0;
+inline constexpr double kGemvMargin = 0.8;
 // The stream-K variants (KernelConfig::stream_k) are chosen off the table (the cost model's choice,
 // the large shapes' relatives of a neighbour) only where DeviceModel::stream_k is set: resolve() sets
 // it under KFORGE_HGEMM_STREAMK=1, off by default: measured on the H200 (twenty-third session),
@@ -173,7 +187,8 @@ struct Choice {
   size_t workspace = 0;                      // max of both variants' workspace needs
   // kTableTwin: a bf16 problem on the bf16 twin of the fp16 entry of exactly its shape.
   // kSmallK: small_k_regime, the small-K family's best by the model (before step 2).
-  enum class How { kNone, kTable, kTableTwin, kNeighbour, kModel, kSmallK } how = How::kNone;
+  // kGemv: the GEMV-like family's best by the model, predicted at most kGemvMaxUs (before step 2).
+  enum class How { kNone, kTable, kTableTwin, kNeighbour, kModel, kSmallK, kGemv } how = How::kNone;
 };
 const char* to_string(Choice::How h);
 

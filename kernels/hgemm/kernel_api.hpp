@@ -23,6 +23,7 @@ enum class Family : int {
   kSm80 = 1,  // sm_80+: cp.async, ldmatrix, mma.sync (also what serves Ampere)
   kSkinny = 2,  // sm_80+: decode shapes (M <= max_m): mma.sync with M as the mma's n8 side, split-K chosen at run time
   kSmallK = 3,  // sm_80+: K <= max_k, on the CUDA cores: outer products bound by writing C, or whole-K dot products (smallk_gemm.cuh)
+  kGemv = 4,    // sm_80+: one side of C at most max_m / max_n (8) long, on the CUDA cores: warps stream W's rows (gemv_gemm.cuh)
 };
 
 // One kernel configuration. Fields a family does not use are 0.
@@ -38,6 +39,7 @@ struct KernelConfig {
   int multicast = 1;           // sm90: CTAs of a cluster along M sharing each B tile through TMA multicast
   bool pad = false;            // sm90: rows that are not 16-byte multiples (K or N % 8 != 0) re-pitched into the workspace
   bool pad_b_k = false;        // sm90 padded, tn: B's rows run along K (re-pitched when K % 8 != 0; nn: when N % 8 != 0)
+  bool b_rows_n = false;       // skinny, nn: B's rows run along N (its generic loads follow N % 8, else K % 8)
   bool splitk_auto = false;    // skinny: the split count is chosen per problem (auto_splits), splitk is its maximum
   int max_m = 0;               // skinny: the largest M served (0: any M)
   int max_n = 0;               // skinny, swapped roles (A streamed): the largest N served (0: any N)
@@ -231,6 +233,26 @@ inline int auto_splits(const KernelConfig& c, int64_t n, int64_t k, int resident
     if (s == 1 || cost < 0.95 * best_cost) best_cost = cost, best = int(s);
   }
   return best;
+}
+
+// The GEMV-like family (gemv_gemm.cuh), host-visible for the cost model: how a problem's K is split.
+// G, the warps of a CTA sharing one row of the streamed operand, is doubled from 1 while the CTAs
+// (rows / (warps / G)) do not fill the device's SMs and each warp keeps at least 2 x min_k
+// elements of K (min_k: 512 with 16-byte loads, 128 element by element), at most `warps`; then S,
+// the CTAs of a cluster sharing a row group (sm_90 only), likewise, at most kGemvMaxSplits.
+inline constexpr int kGemvMaxSplits = 8;
+struct GemvSplit {
+  int groups = 1, splits = 1;
+};
+inline GemvSplit gemv_split(int64_t rows, int64_t k, int sms, bool vec, int warps, bool clusters) {
+  const int64_t min_k = vec ? 512 : 128;
+  const int64_t slots = std::max(1, sms);
+  GemvSplit s;
+  while (s.groups < warps && (rows * s.groups + warps - 1) / warps < slots && k / (2 * s.groups) >= min_k) s.groups *= 2;
+  const int64_t ctas = (rows * s.groups + warps - 1) / warps;
+  while (clusters && s.splits < kGemvMaxSplits && ctas * s.splits < slots && k / (2 * s.groups * s.splits) >= min_k)
+    s.splits *= 2;
+  return s;
 }
 
 // Return codes of a variant's run(), beyond 0.

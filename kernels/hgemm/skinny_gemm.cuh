@@ -534,6 +534,7 @@ struct Gemm {
     c.splitk_auto = true;
     c.max_m = SWAP ? 0 : MT;
     c.max_n = SWAP ? MT : 0;
+    c.b_rows_n = L == KFORGE_HGEMM_NN;  // the cost model's generic-path charge: which rows are unaligned
     return c;
   }
 

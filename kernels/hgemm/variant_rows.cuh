@@ -7,6 +7,7 @@
 #include "kernels/hgemm/sm90_gemm.cuh"
 #include "kernels/hgemm/skinny_gemm.cuh"
 #include "kernels/hgemm/smallk_gemm.cuh"
+#include "kernels/hgemm/gemv_gemm.cuh"
 
 namespace kforge::kernels {
 
@@ -94,6 +95,16 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_WHOLEK(L, A, LN, AN, DT, BM, BN, KMAX)                                                                  \
   entry<smallk::WholeK<BM, BN, KMAX, L, A, DT>>("wholek_" LN "_" AN "_" KF_STR(BM) "x" KF_STR(BN) "_k" KF_STR(KMAX), \
                                                 L, A),
+
+// GEMV-like (one side of C at most MT long, gemv_gemm.cuh): SIDE names it ("m": small M, tn only;
+// "n" with SWAP: small N, A streamed), R rows of the streamed operand per warp, W warps per CTA.
+#define KF_GEMV(L, A, LN, AN, DT, SIDE, SWAP, MT, R, W)                                                       \
+  entry<gemv::Gemv<MT, R, W, SWAP, L, A, DT>>("gemv_" LN "_" AN "_" SIDE KF_STR(MT) "_r" KF_STR(R) "_w" KF_STR(W), \
+                                              L, A),
+// The three rows of one GEMV configuration: small M (tn), small N (nn and tn); R rows per warp.
+#define KF_GEMV_ROWS(A, AN, DT, MT, R, W)                                                               \
+  KF_GEMV(KFORGE_HGEMM_TN, A, "tn", AN, DT, "m", false, MT, R, W)                                      \
+  KF_GEMV(KFORGE_HGEMM_NN, A, "nn", AN, DT, "n", true, MT, R, W) KF_GEMV(KFORGE_HGEMM_TN, A, "tn", AN, DT, "n", true, MT, R, W)
 
 // Shorthands of the tables, one configuration for both B layouts. fp16, fp32 accumulation (the
 // tuned space) and fp16 accumulation (a smaller space: correct and reasonably fast, not a

@@ -57,6 +57,8 @@ const KernelVariant kVariantsBf16[] = {
     KF_WHOLEK_BF16(16, 64, 256)
     KF_WHOLEK_BF16(64, 8, 256)
     KF_WHOLEK_BF16(64, 16, 256)
+    KF_GEMV_ROWS(KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, 8, 1, 8)
+    KF_GEMV_ROWS(KFORGE_HGEMM_ACC_F32, "bf16", KFORGE_HGEMM_BF16, 8, 4, 8)
 };
 
 }  // namespace

@@ -67,6 +67,12 @@ const KernelVariant kVariantsSmall[] = {
     KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 32, 32, 256)
     KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 8, 64, 256)
     KF_WHOLEK_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 64, 8, 256)
+    // GEMV-like (M <= 8 tn, N <= 8 either layout): warps streaming the long operand's rows, K split
+    // among a row's warps where the rows are few (gemv_gemm.cuh). Last: decode ties keep the above.
+    KF_GEMV_ROWS(KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, 8, 1, 8)
+    KF_GEMV_ROWS(KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, 8, 4, 8)
+    KF_GEMV_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 8, 1, 8)
+    KF_GEMV_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 8, 4, 8)
 };
 
 }  // namespace

@@ -64,7 +64,7 @@ std::vector<const kernels::KernelVariant*> runnable_variants(const HgemmProblem&
   std::vector<bool> take(ranked.size(), false);
   int taken = 0;
   for (int fam : {int(kernels::Family::kSm90), int(kernels::Family::kSm80), int(kernels::Family::kSkinny),
-                  int(kernels::Family::kSmallK)}) {
+                  int(kernels::Family::kSmallK), int(kernels::Family::kGemv)}) {
     int n = 0;
     for (size_t i = 0; i < ranked.size() && n < quota && taken < max_variants; ++i)
       if (int(ranked[i].second->config.family) == fam && !take[i]) take[i] = true, ++n, ++taken;

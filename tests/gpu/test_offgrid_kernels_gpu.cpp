@@ -172,5 +172,70 @@ TEST_F(GpuTest, SmallKVariantsPassVerificationOnASweep) {
   EXPECT_GT(offset, 0);
 }
 
+// The GEMV-like family (gemv_gemm.cuh) on a sweep: the small side at 1, 3 and 8 (its limit), the
+// streamed side from one row to many CTAs' worth (1, 33, 1000, 10507: K split among a row's warps
+// where the rows are few, G = 1 where they fill the device), K from 1 to past two staged chunks
+// (1, 7, 8, 161, 1500, 2048, 2049, 5176: 16-byte loads at K % 8 == 0, element by element else);
+// fp16 and bf16, both layouts, both accumulations (verify_hgemm also checks that a second run is
+// bit-identical); then A, B and C at odd element offsets (2-byte aligned only: the element path
+// even where K % 8 == 0), the elements around C keeping their poison; and a side of 9 refused.
+TEST_F(GpuTest, GemvVariantsPassVerificationOnASweep) {
+  Stream s;
+  size_t count = 0;
+  const kernels::KernelVariant* all = kernels::variants(&count);
+  const int64_t smalls[] = {1, 3, 8}, rows[] = {1, 33, 1000, 10507}, ks[] = {1, 7, 8, 161, 1500, 2048, 2049, 5176};
+  int verified = 0, failed = 0, offset = 0, variants = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const kernels::KernelVariant& v = all[i];
+    if (v.config.family != kernels::Family::kGemv) continue;
+    ++variants;
+    const bool swap = v.config.max_n > 0;
+    const int64_t limit = swap ? v.config.max_n : v.config.max_m;
+    ASSERT_GT(limit, 0) << v.name;
+    const Layout l = v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN;
+    const Acc acc = v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32;
+    const Dtype dt = v.dtype == KFORGE_HGEMM_BF16 ? Dtype::kBF16 : Dtype::kF16;
+    for (const int64_t sm : smalls)
+      for (const int64_t r : rows)
+        for (const int64_t k : ks) {
+          if (r * k > (int64_t(1) << 24)) continue;  // the largest: 10507 x 1500
+          const Shape sh = swap ? Shape{r, sm, k} : Shape{sm, r, k};
+          const HgemmProblem p{sh, l, acc, dt};
+          const kforge_hgemm_problem abi = p.abi();
+          ASSERT_TRUE(v.supports(&abi)) << v.name << " " << sh.str();
+          const VerifyResult res = verify_hgemm([&v](const kforge_hgemm_args& a, cudaStream_t st) { return v.run(&a, st); },
+                                                p, v.workspace_size(&abi), 71 + k, s.get());
+          ++verified;
+          if (!res.ok) ++failed;
+          EXPECT_TRUE(res.ok) << v.name << " " << sh.str() << ": " << res.why;
+        }
+    const kforge_hgemm_problem over{swap ? 64 : limit + 1, swap ? limit + 1 : 64, 64, v.layout, v.acc, v.dtype};
+    EXPECT_FALSE(v.supports(&over)) << v.name << " takes a side of " << limit + 1;
+    if (!fp16_variant(v)) continue;
+    const std::vector<Shape> odd = swap ? std::vector<Shape>{{1001, 3, 64}, {37, 8, 1500}, {5, 1, 161}}
+                                        : std::vector<Shape>{{3, 1001, 64}, {8, 37, 1500}, {1, 5, 161}};
+    for (const Shape& sh : odd) {
+      const size_t na = size_t(sh.m * sh.k), nb = size_t(sh.k * sh.n), nc = size_t(sh.m * sh.n);
+      DeviceBuffer a((na + 1) * 2), b((nb + 1) * 2), c((nc + 2) * 2);
+      fill_random(a.as<__half>() + 1, na, Dist::kUniform, 5, s.get());
+      fill_random(b.as<__half>() + 1, nb, Dist::kUniform, 6, s.get());
+      const HgemmProblem p = fp16_problem(v, sh);
+      poison_nan(c.as<__half>(), nc + 2, s.get());
+      __half* c1 = c.as<__half>() + 1;
+      const kforge_hgemm_args args{p.abi(), a.as<__half>() + 1, b.as<__half>() + 1, c1, nullptr, 0};
+      ASSERT_EQ(v.run(&args, s.get()), 0) << v.name << " " << sh.str();
+      KF_CUDA(cudaStreamSynchronize(s.get()));
+      const CheckResult r = check_sampled_gpu(p, a.as<__half>() + 1, b.as<__half>() + 1, c1, 512, 9, s.get());
+      EXPECT_TRUE(r.ok()) << v.name << " " << sh.str() << " at odd offsets: " << r.describe();
+      const std::vector<__half> h = test::to_host(c.as<__half>(), nc + 2);
+      EXPECT_TRUE(is_nan_bits(h.front()) && is_nan_bits(h.back())) << v.name << " " << sh.str() << ": wrote outside C";
+      ++offset;
+    }
+  }
+  std::printf("%d GEMV verifications over %d variants (%d failed), %d at odd offsets\n", verified, variants, failed, offset);
+  EXPECT_GE(variants, 9);
+  EXPECT_GT(offset, 0);
+}
+
 }  // namespace
 }  // namespace kforge

@@ -130,7 +130,7 @@ TEST(Bf16, VariantTableHasABf16SubsetOfEveryFamily) {
   }
   EXPECT_TRUE(fp16_first) << "the fp16 variants keep their places ahead of the bf16 ones";
   EXPECT_EQ(families, (std::set<int>{int(kernels::Family::kSm90), int(kernels::Family::kSm80), int(kernels::Family::kSkinny),
-                                     int(kernels::Family::kSmallK)}));
+                                     int(kernels::Family::kSmallK), int(kernels::Family::kGemv)}));
   // A subset: fewer bf16 variants than fp16 ones with fp32 accumulation.
   EXPECT_GT(bf16, 0);
   EXPECT_LT(bf16, f16);

@@ -1,0 +1,347 @@
+// kforge's GEMV-like HGEMM kernel (Family::kGemv): C[M,N] = A[M,K] * B for one side of C at most
+// MT (8) long, on the CUDA cores. The decode family (skinny_gemm.cuh) pads that side to an mma's 8
+// rows and streams the other operand through a cp.async pipeline of 64- or 128-deep K tiles; on
+// problems whose few outputs each need a long K (2x1x1500: one column tile, the K split over CTAs
+// and summed by a second kernel, 4.8 us against cuBLASLt's 2.7 on an H100, graph mode; 1x1x65536:
+// 11-68 us against 3.5) or whose rows are not 16-byte multiples (3x10507x161: element-wise loads,
+// the pipeline serialised, 7.2-12.3 us against 3.8) it pays for what it does not need. Here:
+//
+//   * "W" is the streamed operand, its rows K-contiguous: B for tn with M <= MT (C = A B^T), A when
+//     N <= MT (SWAP: C^T = B^T A^T, either layout). "X" is the small operand, xr <= MT rows of K
+//     (K-contiguous, or for a swapped nn B, K rows of N). (nn with small M, B's rows along N, is not
+//     served: the decode family keeps it.)
+//   * A warp streams R rows of W at once (R = 1: more K per warp in flight, for few rows; R = 4:
+//     X's loads shared by four rows, a quarter of the CTAs, for many). One CTA of WARPS warps per
+//     WARPS / G row groups; the G warps of a group, and the S CTAs of a cluster (sm_90, grid y),
+//     split its K: K group q = s * G + g of Q = G x S takes the blocks q, q + Q, ... of 256
+//     elements (16-byte loads of eight, when K % 8 == 0 and W is 16-byte aligned: VEC) or of 32
+//     (2-byte loads, any alignment: a warp's load is still 64 contiguous bytes). G and S are chosen
+//     at run time (gemv_split): enough CTAs for the device, enough K per warp.
+//   * X is read where it is used, beside W's elements (a few KB, shared by every CTA: L1 and L2
+//     hits): 16-byte vectors when its elements are K-contiguous and aligned too (XVEC), else element
+//     by element. Each lane issues U blocks' loads (W's R rows and X's xr) before the first is
+//     used. (The first version staged X in shared memory per 2048-element chunk, one load per
+//     thread at a time: 72 us at 8x2048x8192 where the decode tiles ran 9.6; with X read in place
+//     and R = 1 it took 25, with R = 4 13.8; H100.) The element-by-element paths are correct at any
+//     alignment but slow (2x1x1500: 4.7-4.9 us; a swapped nn B of 8 columns, gathered along K:
+//     2x8x4096 19.5): the dispatcher sends the family only problems with K % 8 == 0 and X
+//     contiguous along K (dispatch.hpp, kGemvMinK).
+//   * Each lane accumulates the xr dot products of its elements in fp32 in its own order; the
+//     lanes' sums meet in a butterfly of warp shuffles, a row's G warps in shared memory (added in
+//     warp order), a cluster's S CTAs in rank 0's (through distributed shared memory, in rank
+//     order). Every order is fixed: bit-identical from run to run on one device (G and S depend on
+//     its SM count). fp16 accumulation (ACC f16) takes the same fp32 sums.
+//   * Outputs rounded to fp16 / bf16 (round to nearest), 2-byte stores; no workspace.
+//   * Programmatic dependent launch on sm_90 (as the other families, unless KFORGE_HGEMM_PDL=0).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "dtype.cuh"
+#include "kernel_api.hpp"
+#include "skinny_gemm.cuh"
+
+namespace kforge::kernels::gemv {
+
+namespace detail {
+
+struct Params {
+  const void* x;  // X: element (j, kk) at x[j * sx_r + kk * sx_k], j < xr
+  const void* w;  // W: row r at w + r * k, r < wr
+  void* c;        // C: (j, r) at c[j * c_x + r * c_w]
+  int64_t xr, wr, k;
+  int64_t sx_r, sx_k, c_x, c_w;
+  int groups;  // G: warps of a CTA sharing a row
+  int splits;  // S: CTAs of a cluster sharing a row group (gridDim.y)
+};
+
+// Eight 2-byte elements packed in a uint4 (element e in the low / high half of word e / 2), as fp32.
+template <class T>
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const unsigned short bits = static_cast<unsigned short>(e % 2 ? q[e / 2] >> 16 : q[e / 2] & 0xffffu);
+    if constexpr (std::is_same_v<T, __half>) f[e] = __half2float(__ushort_as_half(bits));
+    else f[e] = __uint_as_float(uint32_t(bits) << 16);  // bf16: the top half of an fp32
+  }
+}
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank_of_cta() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// The float at `local`'s address in the shared memory of CTA `rank` of this cluster.
+__device__ __forceinline__ float ld_dsmem(const float* local, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(local))), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+#endif
+
+template <int MT, int R, int WARPS, bool VEC, bool XVEC, kforge_hgemm_dtype DT>
+__global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  using E = Elem<DT>;
+  using T = typename E::T;
+  constexpr int kThreads = WARPS * 32;
+  constexpr int U = VEC ? (R == 1 ? 2 : 1) : (R == 1 ? 8 : 4);  // blocks per lane in flight
+  constexpr int kStep = VEC ? 256 : 32;  // elements of K a warp covers per block
+  __shared__ float red[WARPS][R][MT];    // each warp's sums
+  __shared__ float part[WARPS][R][MT];   // the CTA's sums per row-group slot (WARPS / G slots)
+  const int xr = int(p.xr);
+  const T* x = static_cast<const T*>(p.x);
+  const T* w = static_cast<const T*>(p.w);
+  T* c = static_cast<T*>(p.c);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int G = p.groups, gpc = WARPS / G;  // row groups (of R rows) per CTA
+  const int slot = warp / G, g = warp - slot * G;
+  const int64_t row0 = (int64_t(blockIdx.x) * gpc + slot) * R;
+  const int live = int(p.wr - row0 < R ? (p.wr - row0 > 0 ? p.wr - row0 : 0) : R);  // rows of this group in W
+  const int64_t Q = int64_t(G) * p.splits, q = int64_t(blockIdx.y) * G + g;
+  const int64_t K = p.k;
+  float acc[R][MT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
+  skinny::detail::grid_dependency_wait();
+  if (live > 0) {
+    const T* wg = w + row0 * K;
+    for (int64_t base = q * kStep; base < K; base += Q * kStep * U) {
+      if constexpr (VEC) {
+        // U blocks: eight elements of K per lane each, of the R rows and of the xr rows of X, every
+        // load issued before the first is used.
+        uint4 wv[U][R], xv[U][MT];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t kb = base + u * Q * kStep + lane * 8;
+          const bool ok = kb < K;  // K % 8 == 0: the whole vector is in or out
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            wv[u][r] = ok && r < live ? __ldg(reinterpret_cast<const uint4*>(wg + r * K + kb)) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+          for (int m = 0; m < MT; ++m) {
+            if (m >= xr) break;
+            if constexpr (XVEC) {
+              xv[u][m] = ok ? __ldg(reinterpret_cast<const uint4*>(x + m * p.sx_r + kb)) : make_uint4(0u, 0u, 0u, 0u);
+            } else {
+              uint32_t h[8];
+#pragma unroll
+              for (int e = 0; e < 8; ++e)
+                h[e] = ok ? uint32_t(__ldg(reinterpret_cast<const unsigned short*>(x) + m * p.sx_r + (kb + e) * p.sx_k)) : 0u;
+              xv[u][m] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (base + u * Q * kStep + lane * 8 >= K) continue;
+          float wf[R][8];
+#pragma unroll
+          for (int r = 0; r < R; ++r) unpack8<T>(wv[u][r], wf[r]);
+#pragma unroll
+          for (int m = 0; m < MT; ++m) {
+            if (m >= xr) break;
+            float xf[8];
+            unpack8<T>(xv[u][m], xf);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              float s = acc[r][m];
+#pragma unroll
+              for (int e = 0; e < 8; ++e) s = fmaf(wf[r][e], xf[e], s);
+              acc[r][m] = s;
+            }
+          }
+        }
+      } else {
+        float wv[U][R], xv[U][MT];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t kk = base + u * Q * kStep + lane;
+          const bool ok = kk < K;
+#pragma unroll
+          for (int r = 0; r < R; ++r) wv[u][r] = ok && r < live ? E::to(wg[r * K + kk]) : 0.0f;
+#pragma unroll
+          for (int m = 0; m < MT; ++m) xv[u][m] = ok && m < xr ? E::to(x[m * p.sx_r + kk * p.sx_k]) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r][m] = fmaf(wv[u][r], xv[u][m], acc[r][m]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);
+  if (lane == 0)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int m = 0; m < MT; ++m) red[warp][r][m] = acc[r][m];
+  __syncthreads();
+  // Each row-group slot's G warps, in warp order.
+  for (int t = tid; t < gpc * R * MT; t += kThreads) {
+    const int sl = t / (R * MT), rm = t - sl * (R * MT);
+    float sum = 0.0f;
+    for (int gg = 0; gg < G; ++gg) sum += (&red[sl * G + gg][0][0])[rm];
+    (&part[sl][0][0])[rm] = sum;
+  }
+  __syncthreads();
+  const bool clustered = p.splits > 1;
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  if (clustered) {
+    cluster_sync_all();  // every CTA's part is written
+    if (cluster_rank_of_cta() == 0) {
+      for (int t = tid; t < gpc * R * xr; t += kThreads) {
+        const int sl = t / (R * xr), rj = t - sl * (R * xr), r = rj / xr, j = rj - r * xr;
+        const int64_t row = (int64_t(blockIdx.x) * gpc + sl) * R + r;
+        float sum = 0.0f;
+        for (int rk = 0; rk < p.splits; ++rk) sum += ld_dsmem(&part[sl][r][j], uint32_t(rk));
+        if (row < p.wr) c[int64_t(j) * p.c_x + row * p.c_w] = E::from(sum);
+      }
+    }
+    cluster_sync_all();  // no CTA leaves while rank 0 may still read its shared memory
+  }
+#endif
+  if (!clustered)
+    for (int t = tid; t < gpc * R * xr; t += kThreads) {
+      const int sl = t / (R * xr), rj = t - sl * (R * xr), r = rj / xr, j = rj - r * xr;
+      const int64_t row = (int64_t(blockIdx.x) * gpc + sl) * R + r;
+      if (row < p.wr) c[int64_t(j) * p.c_x + row * p.c_w] = E::from(part[sl][r][j]);
+    }
+#else
+  (void)p;
+  __trap();
+#endif
+}
+
+// The launch: a cluster of `splits` CTAs along y where splits > 1 (sm_90), programmatic dependent
+// launch where `pdl` (retried without it if the driver refuses the pair).
+template <typename Kernel>
+inline int launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, bool pdl, const Params& prm) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (prm.splits > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = unsigned(prm.splits), attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  const int base = n;
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = 0, cfg.stream = stream, cfg.attrs = attr;
+  cfg.numAttrs = unsigned(n);
+  if (cudaLaunchKernelEx(&cfg, kernel, prm) == cudaSuccess) return 0;
+  (void)cudaGetLastError();
+  if (n == base) return kRunLaunchFailed;
+  cfg.numAttrs = unsigned(base);
+  if (cudaLaunchKernelEx(&cfg, kernel, prm) == cudaSuccess) return 0;
+  (void)cudaGetLastError();
+  return kRunLaunchFailed;
+}
+
+}  // namespace detail
+
+// The variant: M <= MT (tn only) or, SWAP, N <= MT (either layout); any K up to 2^31 - 1, any
+// 2-byte aligned pointers, of its layout, accumulation and dtype (bf16: fp32 accumulation only).
+template <int MT, int R, int WARPS, bool SWAP, kforge_hgemm_layout L, kforge_hgemm_acc ACC, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+struct Gemv {
+  static_assert(MT >= 1 && MT <= 16 && R >= 1 && R <= 8 && WARPS >= 1 && WARPS <= 32 && (WARPS & (WARPS - 1)) == 0, "GEMV tile");
+  static_assert(SWAP || L == KFORGE_HGEMM_TN, "small M: tn only (nn B's rows run along N)");
+  static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16: fp32 accumulation only");
+  static constexpr kforge_hgemm_dtype kDtype = DT;
+  static constexpr int kThreads = WARPS * 32;
+  // X's rows K-contiguous (A, or a swapped tn B).
+  static constexpr bool kXRowsK = !SWAP || L == KFORGE_HGEMM_TN;
+
+  static constexpr KernelConfig config() {
+    KernelConfig c{};
+    c.family = Family::kGemv;
+    c.bm = MT;
+    c.bn = R * WARPS;  // rows of W per CTA with G = 1 (R per warp)
+    c.bk = 256;    // elements of K per warp block (16-byte loads)
+    c.consumers = WARPS;
+    c.max_m = SWAP ? 0 : MT;
+    c.max_n = SWAP ? MT : 0;
+    c.b_rows_n = L == KFORGE_HGEMM_NN;
+    return c;
+  }
+
+  static bool supports(const kforge_hgemm_problem* p) {
+    if (p == nullptr || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
+    const int64_t small = SWAP ? p->n : p->m, streamed = SWAP ? p->m : p->n;
+    if (p->m < 1 || p->n < 1 || p->k < 1 || small > MT) return false;
+    return streamed <= 0x7fffffff && p->k <= (int64_t(1) << 40);  // rows per CTA >= 1: the grid fits
+  }
+
+  static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
+
+  template <bool VEC, bool XVEC>
+  static auto kernel_ptr() {
+    return detail::gemv_kernel<MT, R, WARPS, VEC, XVEC, DT>;
+  }
+
+  static int resident_ctas() { return resident_plain_ctas(kernel_ptr<true, true>(), kThreads, 0); }
+
+  static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
+    if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
+    if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
+    const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
+                    pc = reinterpret_cast<uintptr_t>(args->c);
+    if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even 2-byte aligned
+    const DeviceAttrs d = device_attrs(current_device());
+    if (d.cc < 80) return kRunUnsupported;
+    const kforge_hgemm_problem& pr = args->problem;
+    const int64_t M = pr.m, N = pr.n, K = pr.k;
+    detail::Params prm{};
+    if (!SWAP) {  // X = A (M x K), W = B (tn: N rows of K); C[m][n] at m * N + n
+      prm.x = args->a, prm.w = args->b, prm.xr = M, prm.wr = N;
+      prm.sx_r = K, prm.sx_k = 1, prm.c_x = N, prm.c_w = 1;
+    } else {  // X = B (tn: N rows of K; nn: K rows of N), W = A (M rows of K); C[m][n] at m * N + n
+      prm.x = args->b, prm.w = args->a, prm.xr = N, prm.wr = M;
+      prm.sx_r = kXRowsK ? K : 1, prm.sx_k = kXRowsK ? 1 : N;  // (nn, N = 1: K-contiguous too)
+      prm.c_x = 1, prm.c_w = N;
+    }
+    prm.c = args->c;
+    prm.k = K;
+    const bool vec = K % 8 == 0 && (reinterpret_cast<uintptr_t>(prm.w) & 15u) == 0;
+    // X's elements K-contiguous (its rows, or a swapped nn B of one column) and 16-byte aligned.
+    const bool xvec = vec && prm.sx_k == 1 && (reinterpret_cast<uintptr_t>(prm.x) & 15u) == 0;
+    const int64_t row_groups = (prm.wr + R - 1) / R;
+    const GemvSplit sp = gemv_split(row_groups, K, d.sms, vec, WARPS, d.cc >= 90);
+    prm.groups = sp.groups, prm.splits = sp.splits;
+    const int64_t gpc = WARPS / sp.groups;
+    const dim3 grid(unsigned((row_groups + gpc - 1) / gpc), unsigned(sp.splits));
+    const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
+    const auto kernel = !vec ? kernel_ptr<false, false>() : xvec ? kernel_ptr<true, true>() : kernel_ptr<true, false>();
+    return detail::launch(kernel, grid, dim3(kThreads), stream, pdl, prm);
+  }
+};
+
+}  // namespace kforge::kernels::gemv
