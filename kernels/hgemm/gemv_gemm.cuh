@@ -46,6 +46,7 @@
 #include "dtype.cuh"
 #include "kernel_api.hpp"
 #include "skinny_gemm.cuh"
+#include "sm90_gemm.cuh"  // the cluster barrier and rank
 
 namespace kforge::kernels::gemv {
 
@@ -74,14 +75,6 @@ __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
 }
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank_of_cta() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
 // The float at `local`'s address in the shared memory of CTA `rank` of this cluster.
 __device__ __forceinline__ float ld_dsmem(const float* local, uint32_t rank) {
   uint32_t remote;
@@ -212,8 +205,8 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
   const bool clustered = p.splits > 1;
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   if (clustered) {
-    cluster_sync_all();  // every CTA's part is written
-    if (cluster_rank_of_cta() == 0) {
+    sm90::cluster_sync();  // every CTA's part is written
+    if (sm90::cluster_rank() == 0) {
       for (int t = tid; t < gpc * R * xr; t += kThreads) {
         const int sl = t / (R * xr), rj = t - sl * (R * xr), r = rj / xr, j = rj - r * xr;
         const int64_t row = (int64_t(blockIdx.x) * gpc + sl) * R + r;
@@ -222,7 +215,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
         if (row < p.wr) c[int64_t(j) * p.c_x + row * p.c_w] = E::from(sum);
       }
     }
-    cluster_sync_all();  // no CTA leaves while rank 0 may still read its shared memory
+    sm90::cluster_sync();  // no CTA leaves while rank 0 may still read its shared memory
   }
 #endif
   if (!clustered)
@@ -311,12 +304,8 @@ struct Gemv {
 
   static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
     if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
-    if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
-    const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
-                    pc = reinterpret_cast<uintptr_t>(args->c);
-    if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even 2-byte aligned
-    const DeviceAttrs d = device_attrs(current_device());
-    if (d.cc < 80) return kRunUnsupported;
+    DeviceAttrs d;
+    if (const int rc = plain_call_checks(args, &d)) return rc;
     const kforge_hgemm_problem& pr = args->problem;
     const int64_t M = pr.m, N = pr.n, K = pr.k;
     detail::Params prm{};

@@ -336,6 +336,17 @@ inline DeviceAttrs device_attrs(int dev) {
   return s.attrs;
 }
 
+// The checks every plain (non-TMA) family makes of a call before launching: A, B and C given and
+// 2-byte aligned, an sm_80+ current device (its attributes into `out`). 0, or kRunUnsupported.
+inline int plain_call_checks(const kforge_hgemm_args* args, DeviceAttrs* out) {
+  if (args == nullptr || args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
+                  pc = reinterpret_cast<uintptr_t>(args->c);
+  if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even 2-byte aligned
+  *out = device_attrs(current_device());
+  return out->cc < 80 ? kRunUnsupported : 0;
+}
+
 // Sets attribute `attr` of `kernel` to `value` once per device (function attributes are per
 // device context), remembered in `done_mask`. Returns false when it cannot be set (the error is
 // cleared, so that it is not blamed on a later launch).

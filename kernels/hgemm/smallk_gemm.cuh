@@ -177,12 +177,8 @@ inline bool serves(const kforge_hgemm_problem* p, kforge_hgemm_layout l, kforge_
 template <int BM, int BN, typename KernelPtr, typename Ready>
 inline int launch_tiles(KernelPtr kernel, int threads, size_t smem, const kforge_hgemm_args* args, cudaStream_t stream,
                         Ready ready) {
-  if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
-  const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
-                  pc = reinterpret_cast<uintptr_t>(args->c);
-  if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even 2-byte aligned
-  const DeviceAttrs d = device_attrs(current_device());
-  if (d.cc < 80) return kRunUnsupported;
+  DeviceAttrs d;
+  if (const int rc = plain_call_checks(args, &d)) return rc;
   if (!ready()) return kRunLaunchFailed;
   const kforge_hgemm_problem& p = args->problem;
   const int64_t tiles_n = (p.n + BN - 1) / BN, tiles = ((p.m + BM - 1) / BM) * tiles_n;

@@ -35,6 +35,25 @@ bool fp16_variant(const kernels::KernelVariant& v) {
   return name.find("bf16") == std::string::npos;
 }
 
+// fp16 variant `v` on `sh` with A, B and C at odd element offsets (2-byte aligned only), checked
+// by sampling; the elements just before and after C keep their poison.
+void verify_at_odd_offsets(const kernels::KernelVariant& v, const Shape& sh, cudaStream_t st) {
+  const size_t na = size_t(sh.m * sh.k), nb = size_t(sh.k * sh.n), nc = size_t(sh.m * sh.n);
+  DeviceBuffer a((na + 1) * 2), b((nb + 1) * 2), c((nc + 2) * 2);
+  fill_random(a.as<__half>() + 1, na, Dist::kUniform, 5, st);
+  fill_random(b.as<__half>() + 1, nb, Dist::kUniform, 6, st);
+  const HgemmProblem p = fp16_problem(v, sh);
+  poison_nan(c.as<__half>(), nc + 2, st);
+  __half* c1 = c.as<__half>() + 1;
+  const kforge_hgemm_args args{p.abi(), a.as<__half>() + 1, b.as<__half>() + 1, c1, nullptr, 0};
+  ASSERT_EQ(v.run(&args, st), 0) << v.name << " " << sh.str();
+  KF_CUDA(cudaStreamSynchronize(st));
+  const CheckResult r = check_sampled_gpu(p, a.as<__half>() + 1, b.as<__half>() + 1, c1, 512, 9, st);
+  EXPECT_TRUE(r.ok()) << v.name << " " << sh.str() << " at odd offsets: " << r.describe();
+  const std::vector<__half> h = test::to_host(c.as<__half>(), nc + 2);
+  EXPECT_TRUE(is_nan_bits(h.front()) && is_nan_bits(h.back())) << v.name << " " << sh.str() << ": wrote outside C";
+}
+
 // N odd (rows alternately 4-byte aligned), N % 8 == 2 and 6, K % 8 != 0 or tiny, partial tiles.
 const Shape kUnaligned[] = {{200, 131, 70}, {97, 1001, 33}, {130, 66, 200}, {403, 7053, 4}, {89, 55, 1},
                             {65, 518, 129}, {257, 3521, 3}};
@@ -150,20 +169,7 @@ TEST_F(GpuTest, SmallKVariantsPassVerificationOnASweep) {
     const std::vector<Shape> odd = v.config.whole_k ? std::vector<Shape>{{97, 1001, 37}, {130, 66, 200}, {1, 257, 11}}
                                                     : std::vector<Shape>{{97, 1001, 3}, {130, 66, 8}, {1, 257, 1}};
     for (const Shape& sh : odd) {
-      const size_t na = size_t(sh.m * sh.k), nb = size_t(sh.k * sh.n), nc = size_t(sh.m * sh.n);
-      DeviceBuffer a((na + 1) * 2), b((nb + 1) * 2), c((nc + 2) * 2);
-      fill_random(a.as<__half>() + 1, na, Dist::kUniform, 5, s.get());
-      fill_random(b.as<__half>() + 1, nb, Dist::kUniform, 6, s.get());
-      const HgemmProblem p = fp16_problem(v, sh);
-      poison_nan(c.as<__half>(), nc + 2, s.get());
-      __half* c1 = c.as<__half>() + 1;
-      const kforge_hgemm_args args{p.abi(), a.as<__half>() + 1, b.as<__half>() + 1, c1, nullptr, 0};
-      ASSERT_EQ(v.run(&args, s.get()), 0) << v.name << " " << sh.str();
-      KF_CUDA(cudaStreamSynchronize(s.get()));
-      const CheckResult r = check_sampled_gpu(p, a.as<__half>() + 1, b.as<__half>() + 1, c1, 512, 9, s.get());
-      EXPECT_TRUE(r.ok()) << v.name << " " << sh.str() << " at odd offsets: " << r.describe();
-      const std::vector<__half> h = test::to_host(c.as<__half>(), nc + 2);
-      EXPECT_TRUE(is_nan_bits(h.front()) && is_nan_bits(h.back())) << v.name << " " << sh.str() << ": wrote outside C";
+      verify_at_odd_offsets(v, sh, s.get());
       ++offset;
     }
   }
@@ -175,7 +181,8 @@ TEST_F(GpuTest, SmallKVariantsPassVerificationOnASweep) {
 // The GEMV-like family (gemv_gemm.cuh) on a sweep: the small side at 1, 3 and 8 (its limit), the
 // streamed side from one row to many CTAs' worth (1, 33, 1000, 10507: K split among a row's warps
 // where the rows are few, G = 1 where they fill the device), K from 1 to past two staged chunks
-// (1, 7, 8, 161, 1500, 2048, 2049, 5176: 16-byte loads at K % 8 == 0, element by element else);
+// (1, 7, 8, 161, 1500, 2048, 2049, 5176, and 65535 and 65536, whose few rows split K over a
+// cluster of CTAs on sm_90: 16-byte loads at K % 8 == 0, element by element else);
 // fp16 and bf16, both layouts, both accumulations (verify_hgemm also checks that a second run is
 // bit-identical); then A, B and C at odd element offsets (2-byte aligned only: the element path
 // even where K % 8 == 0), the elements around C keeping their poison; and a side of 9 refused.
@@ -183,7 +190,7 @@ TEST_F(GpuTest, GemvVariantsPassVerificationOnASweep) {
   Stream s;
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
-  const int64_t smalls[] = {1, 3, 8}, rows[] = {1, 33, 1000, 10507}, ks[] = {1, 7, 8, 161, 1500, 2048, 2049, 5176};
+  const int64_t smalls[] = {1, 3, 8}, rows[] = {1, 33, 1000, 10507}, ks[] = {1, 7, 8, 161, 1500, 2048, 2049, 5176, 65535, 65536};
   int verified = 0, failed = 0, offset = 0, variants = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
@@ -198,7 +205,7 @@ TEST_F(GpuTest, GemvVariantsPassVerificationOnASweep) {
     for (const int64_t sm : smalls)
       for (const int64_t r : rows)
         for (const int64_t k : ks) {
-          if (r * k > (int64_t(1) << 24)) continue;  // the largest: 10507 x 1500
+          if (r * k > (int64_t(1) << 24)) continue;  // the largest: 10507 x 1500, 33 x 65536
           const Shape sh = swap ? Shape{r, sm, k} : Shape{sm, r, k};
           const HgemmProblem p{sh, l, acc, dt};
           const kforge_hgemm_problem abi = p.abi();
@@ -215,20 +222,7 @@ TEST_F(GpuTest, GemvVariantsPassVerificationOnASweep) {
     const std::vector<Shape> odd = swap ? std::vector<Shape>{{1001, 3, 64}, {37, 8, 1500}, {5, 1, 161}}
                                         : std::vector<Shape>{{3, 1001, 64}, {8, 37, 1500}, {1, 5, 161}};
     for (const Shape& sh : odd) {
-      const size_t na = size_t(sh.m * sh.k), nb = size_t(sh.k * sh.n), nc = size_t(sh.m * sh.n);
-      DeviceBuffer a((na + 1) * 2), b((nb + 1) * 2), c((nc + 2) * 2);
-      fill_random(a.as<__half>() + 1, na, Dist::kUniform, 5, s.get());
-      fill_random(b.as<__half>() + 1, nb, Dist::kUniform, 6, s.get());
-      const HgemmProblem p = fp16_problem(v, sh);
-      poison_nan(c.as<__half>(), nc + 2, s.get());
-      __half* c1 = c.as<__half>() + 1;
-      const kforge_hgemm_args args{p.abi(), a.as<__half>() + 1, b.as<__half>() + 1, c1, nullptr, 0};
-      ASSERT_EQ(v.run(&args, s.get()), 0) << v.name << " " << sh.str();
-      KF_CUDA(cudaStreamSynchronize(s.get()));
-      const CheckResult r = check_sampled_gpu(p, a.as<__half>() + 1, b.as<__half>() + 1, c1, 512, 9, s.get());
-      EXPECT_TRUE(r.ok()) << v.name << " " << sh.str() << " at odd offsets: " << r.describe();
-      const std::vector<__half> h = test::to_host(c.as<__half>(), nc + 2);
-      EXPECT_TRUE(is_nan_bits(h.front()) && is_nan_bits(h.back())) << v.name << " " << sh.str() << ": wrote outside C";
+      verify_at_odd_offsets(v, sh, s.get());
       ++offset;
     }
   }
