@@ -171,7 +171,11 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   const double busy = std::min(1.0, ctas / sms);
   const double mma_us = 2.0 * c.bm * (tiles * c.bn) * k / (tflops * 1e6 * 0.5 * busy);
   const double reduce_us = s > 1 ? 2.0 + 2.0 * s * double(m) * n * 4.0 / bw : 0.0;
-  return std::max(mem_us, mma_us) + reduce_us + skinny_generic_us(c, m, n, k, s, res) + 2.0;
+  // Each CTA's K tiles one after another, ~0.25 us each whatever the tile's depth (64 or 128): with
+  // few CTAs running a long K this decides (1x1x65536: 32 K tiles per CTA at 16 splits took 10.9
+  // us where the bytes alone predicted 5.4; H100, twenty-ninth session, graph mode).
+  const double floor_us = std::ceil(std::ceil(double(k) / c.bk) / s) * 0.25 * std::ceil(ctas / res);
+  return std::max({mem_us, mma_us, floor_us}) + reduce_us + skinny_generic_us(c, m, n, k, s, res) + 2.0;
 }
 
 // The small-K family (Family::kSmallK, K <= max_k): an outer product on the CUDA cores, bound by
