@@ -261,7 +261,7 @@ inline int launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, boo
 
 }  // namespace detail
 
-// The variant: M <= MT (tn only) or, SWAP, N <= MT (either layout); any K up to 2^31 - 1, any
+// The variant: M <= MT (tn only) or, SWAP, N <= MT (either layout); any K (up to 2^40), any
 // 2-byte aligned pointers, of its layout, accumulation and dtype (bf16: fp32 accumulation only).
 template <int MT, int R, int WARPS, bool SWAP, kforge_hgemm_layout L, kforge_hgemm_acc ACC, kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct Gemv {
