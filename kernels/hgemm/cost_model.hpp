@@ -83,8 +83,11 @@ struct DeviceModel {
   bool decode_siblings = true;
   bool decode_uniform = true;
   // The GEMV-like family (Family::kGemv) may take a problem off the table (dispatch.hpp,
-  // kGemvMaxUs); the dispatcher clears it under KFORGE_HGEMM_GEMV=0, for A/B runs.
-  bool gemv = true;
+  // gemv_choice). Off by default: measured ahead on an H100 (twenty-ninth session), but the
+  // family's final source (R = 1 and R = 4 rows per warp in one kernel) has not yet run its GPU
+  // sweep (GemvVariantsPassVerificationOnASweep); the dispatcher sets it under KFORGE_HGEMM_GEMV=1.
+  // (The tuner measures and verifies the family as any other, and a tuned entry naming it is used.)
+  bool gemv = false;
   bool operator==(const DeviceModel&) const = default;  // every field (the dispatcher's memo key)
 };
 

@@ -50,7 +50,7 @@ struct ModelSwitches {
   bool decode_siblings = !env_is("KFORGE_HGEMM_DECODE_SIBLINGS", "0");
   bool decode_uniform = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
   bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
-  bool gemv = !env_is("KFORGE_HGEMM_GEMV", "0");
+  bool gemv = env_is("KFORGE_HGEMM_GEMV", "1");
   // -1: the DeviceModel's own.
   double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
   double decode_wave_us = env_number("KFORGE_HGEMM_DECODE_WAVE_US", 0.0, 100.0, -1.0);
@@ -65,7 +65,7 @@ struct ModelSwitches {
     if (!decode_siblings) d.decode_siblings = false;
     if (!decode_uniform) d.decode_uniform = false;
     if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
-    if (!gemv) d.gemv = false;
+    if (gemv) d.gemv = true;
     if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
     if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;
     if (decode_slice_us >= 0) d.decode_slice_us = decode_slice_us;

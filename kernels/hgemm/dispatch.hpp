@@ -142,8 +142,9 @@ inline constexpr double kWholeKTinyUs = 1.9;
 // session, graph mode): 1x1x65536 3.2 us against the decode family's 10.9 (cuBLASLt 3.5), 5x1x3000
 // 2.0 against 3.1, 2x8x4096 1.9 against 3.2, 3x200x1000 2.7 against 3.0; but 8x8x16 2.1 against 1.4
 // and 8x40x752 3.4 against 2.9 (launch and reductions: hence the minimum K and the margin, the
-// other families' predictions being the less certain there). Only where DeviceModel::gemv is set
-// (resolve() clears it under KFORGE_HGEMM_GEMV=0).
+// other families' predictions being the less certain there). Only where DeviceModel::gemv is set:
+// off by default until the family's final source has passed its GPU sweep (cost_model.hpp);
+// resolve() sets it under KFORGE_HGEMM_GEMV=1.
 inline constexpr int64_t kGemvMinK = 512;
 inline constexpr double kGemvMaxUs = 4.0;
 inline constexpr double kGemvMargin = 0.8;

@@ -778,14 +778,17 @@ TEST(HgemmKernels, CostModelTracksTheGemvProbe) {
   }
 }
 
-// Off the table, the GEMV-like family takes tiny outputs that each need a long K, on its fast path
-// (K % 8 == 0, the small operand contiguous along K), where the model puts it clearly ahead; tiny
-// K, unaligned K, an nn B of several columns and problems whose rows fill the device stay with the
-// other families; KFORGE_HGEMM_GEMV=0 (DeviceModel::gemv) keeps it off everywhere; a tuned entry
-// wins as everywhere.
+// Off the table, with DeviceModel::gemv (KFORGE_HGEMM_GEMV=1; off by default), the GEMV-like
+// family takes tiny outputs that each need a long K, on its fast path (K % 8 == 0, the small
+// operand contiguous along K), where the model puts it clearly ahead; tiny K, unaligned K, an nn B
+// of several columns and problems whose rows fill the device stay with the other families; without
+// the switch it takes nothing; a tuned entry wins as everywhere.
 TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
   const kernels::Dispatcher none(nullptr, 0);
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  EXPECT_FALSE(h.gemv);
+  EXPECT_NE(none.resolve(prob(1, 1, 65536), h, -1).variant->config.family, kernels::Family::kGemv);
+  h.gemv = true;
   using Mnk = std::tuple<int64_t, int64_t, int64_t, kforge_hgemm_layout>;
   for (auto [m, n, k, l] : {Mnk{1, 1, 65536, KFORGE_HGEMM_TN}, {1, 1, 65536, KFORGE_HGEMM_NN}, {5, 1, 3000, KFORGE_HGEMM_TN},
                             {2, 8, 4096, KFORGE_HGEMM_TN}, {3, 200, 1000, KFORGE_HGEMM_TN}}) {
