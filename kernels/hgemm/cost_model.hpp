@@ -120,12 +120,6 @@ inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
   return std::ceil(double(m) / c.bm) * std::ceil(double(n) / c.bn) * c.splitk;
 }
 
-// The decode family (Family::kSkinny): memory-bound by design. Its CTAs ((N / bn) x S, or (M / bn)
-// x S with swapped roles, S chosen by
-// auto_splits) each keep (stages - 1) K tiles of loads in flight, so that the achieved bandwidth is
-// that of the CTAs' in-flight bytes over a loaded DRAM latency (~1.5 us), up to ~90% of the
-// device's; the mma.sync work on MT padded rows runs at about half the wgmma rate; S > 1 adds the
-// reduction kernel (a launch, and the partials written and read once).
 // The decode family's generic path (rows not 16-byte multiples: the streamed operand W's when its
 // rows' extent is not a multiple of 8, K for tn B or a swapped A, N for nn B; the small operand X's
 // likewise): each K tile's elements are loaded one by one into registers and stored before the
@@ -151,6 +145,13 @@ inline double skinny_generic_us(const KernelConfig& c, int64_t m, int64_t n, int
   return waves * k_tiles * (0.74 + 0.029 * elems);
 }
 
+// The decode family (Family::kSkinny): memory-bound by design. Its CTAs ((N / bn) x S, or (M / bn)
+// x S with swapped roles, S chosen by
+// auto_splits) each keep (stages - 1) K tiles of loads in flight, so that the achieved bandwidth is
+// that of the CTAs' in-flight bytes over a loaded DRAM latency (~1.5 us), up to ~90% of the
+// device's; the mma.sync work on MT padded rows runs at about half the wgmma rate; each CTA's K
+// tiles take at least ~0.25 us each (a floor); S > 1 adds the reduction kernel (a launch, and the
+// partials written and read once); rows that are not 16-byte multiples add skinny_generic_us.
 inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                   int resident) {
   const double sms = std::max(1, d.sms);
@@ -252,18 +253,6 @@ inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   return std::max(smallk_store_us(m, n, k, d), smallk_fma_us(c, m, n, k, d)) + fill_us + 2.0;
 }
 
-// The GEMV-like family (Family::kGemv, gemv_gemm.cuh): warps streaming R rows of W (the long
-// operand) at a time beside the small operand's elements, G warps of a CTA and S CTAs of a cluster
-// to a row group (gemv_split). A CTA's time: a fixed part (launch, the warps' and the CTAs'
-// reductions: more with R = 4, whose warps sum 4 x 8 values) and a latency per block of loads in
-// flight per lane (U blocks of 256 elements of K with 16-byte loads, U = 2 for R = 1 and 1 for R =
-// 4; of 32 element by element), longer with more rows of X to load beside W's (xr); a cluster adds
-// its reduction; CTAs run in rounds of what fits (the resident count, else 2 per SM); bound below
-// by the bytes. Fitted on an H100 (twenty-ninth session, graph mode, every GEMV variant on 31 probe
-// problems, docs/perf-notes.md): R = 1, 1.5 us + 0.2 + 0.1 x xr per block; R = 4, 2.0 + 0.35 +
-// 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0) and a swapped nn B of several columns
-// (X gathered element by element along K) measured 2-10x slower: charged, and kept off by the
-// dispatcher (gemv_choice).
 // A GEMV launch's shape: its row groups (R rows of W each), their split (gemv_split) and its CTAs.
 struct GemvLaunch {
   int64_t groups = 0;
@@ -281,6 +270,18 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
   return l;
 }
 
+// The GEMV-like family (Family::kGemv, gemv_gemm.cuh): warps streaming R rows of W (the long
+// operand) at a time beside the small operand's elements, G warps of a CTA and S CTAs of a cluster
+// to a row group (gemv_split). A CTA's time: a fixed part (launch, the warps' and the CTAs'
+// reductions: more with R = 4, whose warps sum 4 x 8 values) and a latency per block of loads in
+// flight per lane (U blocks of 256 elements of K with 16-byte loads, U = 2 for R = 1 and 1 for R =
+// 4; of 32 element by element), longer with more rows of X to load beside W's (xr); a cluster adds
+// its reduction; CTAs run in rounds of what fits (the resident count, else 2 per SM); bound below
+// by the bytes. Fitted on an H100 (twenty-ninth session, graph mode, every GEMV variant on 31 probe
+// problems, data/hgemm/probes/tinyout-variants-h100.csv): R = 1, 1.5 us + 0.2 + 0.1 x xr per block; R = 4, 2.0 + 0.35 +
+// 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0) and a swapped nn B of several columns
+// (X gathered element by element along K) measured 2-10x slower: charged, and kept off by the
+// dispatcher (gemv_choice).
 inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                 int resident) {
   const double sms = std::max(1, d.sms);
