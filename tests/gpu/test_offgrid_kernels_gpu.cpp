@@ -180,8 +180,8 @@ TEST_F(GpuTest, SmallKVariantsPassVerificationOnASweep) {
 
 // The GEMV-like family (gemv_gemm.cuh) on a sweep: the small side at 1, 3 and 8 (its limit), the
 // streamed side from one row to many CTAs' worth (1, 33, 1000, 10507: K split among a row's warps
-// where the rows are few, G = 1 where they fill the device), K from 1 to past two staged chunks
-// (1, 7, 8, 161, 1500, 2048, 2049, 5176, and 65535 and 65536, whose few rows split K over a
+// where the rows are few, G = 1 where they fill the device), K from 1 to 65536 (1, 7, 8, 161,
+// 1500, 2048, 2049, 5176, and 65535 and 65536, whose few rows split K over a
 // cluster of CTAs on sm_90: 16-byte loads at K % 8 == 0, element by element else);
 // fp16 and bf16, both layouts, both accumulations (verify_hgemm also checks that a second run is
 // bit-identical); then A, B and C at odd element offsets (2-byte aligned only: the element path
