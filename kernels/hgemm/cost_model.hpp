@@ -130,6 +130,13 @@ inline double cta_count(const KernelConfig& c, int64_t m, int64_t n) {
 // 0.74 us per K tile and 0.029 us per element per thread; mean |log error| of those variants 0.54
 // -> 0.14 (the model without it put 3x10507x161 at 2.9 us on every decode tile, measured 7.2-12.3,
 // and kept the problem there while the whole-K 8x64 tile ran it in 6.2).
+// K tiles of each CTA of a decode launch, times its waves of resident CTAs: what both the K-tile
+// floor and the generic path's per-tile charge are counted in.
+inline double skinny_k_tile_rounds(const KernelConfig& c, int64_t streamed, int64_t k, int splits, int resident) {
+  const double s = std::max(1, splits);
+  return std::ceil(std::ceil(double(k) / c.bk) / s) * std::ceil(std::ceil(double(streamed) / c.bn) * s / std::max(1, resident));
+}
+
 inline double skinny_generic_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, int splits, int resident) {
   const bool swap = c.max_n > 0;
   const int64_t streamed = swap ? m : n, small = swap ? n : m;
@@ -140,9 +147,7 @@ inline double skinny_generic_us(const KernelConfig& c, int64_t m, int64_t n, int
   const double cols = double(std::min<int64_t>(c.bk, k));
   const double elems = ((gen_w ? double(std::min<int64_t>(c.bn, streamed)) : 0.0) +
                         (gen_x ? double(std::min<int64_t>(c.bm, small)) : 0.0)) * cols / threads;
-  const double k_tiles = std::ceil(std::ceil(double(k) / c.bk) / std::max(1, splits));
-  const double waves = std::ceil(std::ceil(double(streamed) / c.bn) * std::max(1, splits) / std::max(1, resident));
-  return waves * k_tiles * (0.74 + 0.029 * elems);
+  return skinny_k_tile_rounds(c, streamed, k, splits, resident) * (0.74 + 0.029 * elems);
 }
 
 // The decode family (Family::kSkinny): memory-bound by design. Its CTAs ((N / bn) x S, or (M / bn)
@@ -178,7 +183,7 @@ inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
   // Each CTA's K tiles one after another, ~0.25 us each whatever the tile's depth (64 or 128): with
   // few CTAs running a long K this decides (1x1x65536: 32 K tiles per CTA at 16 splits took 10.9
   // us where the bytes alone predicted 5.4; H100, twenty-ninth session, graph mode).
-  const double floor_us = std::ceil(std::ceil(double(k) / c.bk) / s) * 0.25 * std::ceil(ctas / res);
+  const double floor_us = skinny_k_tile_rounds(c, streamed, k, s, res) * 0.25;
   return std::max({mem_us, mma_us, floor_us}) + reduce_us + skinny_generic_us(c, m, n, k, s, res) + 2.0;
 }
 
@@ -255,6 +260,7 @@ inline double smallk_predicted_us(const KernelConfig& c, int64_t m, int64_t n, i
 
 // A GEMV launch's shape: its row groups (R rows of W each), their split (gemv_split) and its CTAs.
 struct GemvLaunch {
+  int rows_per_warp = 1;  // R
   int64_t groups = 0;
   GemvSplit split;
   double ctas = 0;
@@ -264,6 +270,7 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
   const int r = std::max(1, c.bn / warps);  // rows of W per warp
   const int64_t rows = c.max_n > 0 ? m : n;
   GemvLaunch l;
+  l.rows_per_warp = r;
   l.groups = (rows + r - 1) / r;
   l.split = gemv_split(l.groups, k, std::max(1, d.sms), k % 8 == 0, warps, d.cc >= 90);
   l.ctas = std::ceil(double(l.groups) * l.split.groups / warps) * l.split.splits;
@@ -289,8 +296,8 @@ inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int
   const int64_t rows = swap ? m : n, small = swap ? n : m;
   const bool vec = k % 8 == 0;  // W's rows (A, or a tn B) are K-contiguous either way
   const bool x_gathered = swap && c.b_rows_n && small > 1;  // X: K rows of N, read along K
-  const int r = std::max(1, c.bn / std::max(1, c.consumers));  // rows of W per warp
   const GemvLaunch l = gemv_launch(c, m, n, k, d);
+  const int r = l.rows_per_warp;
   const GemvSplit sp = l.split;
   const double ctas = l.ctas;
   const double res = resident > 0 ? double(resident) : 2.0 * sms;

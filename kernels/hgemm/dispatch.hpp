@@ -188,7 +188,7 @@ struct Choice {
   size_t workspace = 0;                      // max of both variants' workspace needs
   // kTableTwin: a bf16 problem on the bf16 twin of the fp16 entry of exactly its shape.
   // kSmallK: small_k_regime, the small-K family's best by the model (before step 2).
-  // kGemv: the GEMV-like family's best by the model, predicted at most kGemvMaxUs (before step 2).
+  // kGemv: the GEMV-like family's best by the model, in place of the choice above (gemv_choice).
   enum class How { kNone, kTable, kTableTwin, kNeighbour, kModel, kSmallK, kGemv } how = How::kNone;
 };
 const char* to_string(Choice::How h);

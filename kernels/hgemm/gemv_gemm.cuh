@@ -230,35 +230,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
 #endif
 }
 
-// The launch: a cluster of `splits` CTAs along y where splits > 1 (sm_90), programmatic dependent
-// launch where `pdl` (retried without it if the driver refuses the pair).
-template <typename Kernel>
-inline int launch(Kernel kernel, dim3 grid, dim3 block, cudaStream_t stream, bool pdl, const Params& prm) {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[2];
-  int n = 0;
-  if (prm.splits > 1) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = unsigned(prm.splits), attr[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  const int base = n;
-  if (pdl) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = 0, cfg.stream = stream, cfg.attrs = attr;
-  cfg.numAttrs = unsigned(n);
-  if (cudaLaunchKernelEx(&cfg, kernel, prm) == cudaSuccess) return 0;
-  (void)cudaGetLastError();
-  if (n == base) return kRunLaunchFailed;
-  cfg.numAttrs = unsigned(base);
-  if (cudaLaunchKernelEx(&cfg, kernel, prm) == cudaSuccess) return 0;
-  (void)cudaGetLastError();
-  return kRunLaunchFailed;
-}
-
 }  // namespace detail
 
 // The variant: M <= MT (tn only) or, SWAP, N <= MT (either layout); any K (up to 2^40), any
@@ -329,7 +300,7 @@ struct Gemv {
     const dim3 grid(unsigned((row_groups + gpc - 1) / gpc), unsigned(sp.splits));
     const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
     const auto kernel = !vec ? kernel_ptr<false, false>() : xvec ? kernel_ptr<true, true>() : kernel_ptr<true, false>();
-    return detail::launch(kernel, grid, dim3(kThreads), stream, pdl, prm);
+    return skinny::detail::launch_clustered(kernel, grid, dim3(kThreads), 0, stream, pdl, unsigned(sp.splits), prm);
   }
 };
 

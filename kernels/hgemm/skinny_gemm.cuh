@@ -481,31 +481,49 @@ __global__ void __launch_bounds__(256) splitk_reduce_kernel(const float* __restr
 #endif
 }
 
-// Launches `kernel` on `stream` with programmatic dependent launch where allowed (falls back to a
-// plain launch when the attribute is refused). 0, or kRunLaunchFailed.
+// Launches `kernel` on `stream` as clusters of `cluster_y` CTAs along y where cluster_y > 1, with
+// programmatic dependent launch where allowed (retried without it when the attribute is refused).
+// 0, or kRunLaunchFailed.
 template <typename... KArgs, typename... Args>
-inline int launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
-                  Args... args) {
+inline int launch_clustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                            bool pdl, unsigned cluster_y, Args... args) {
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (cluster_y > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = 1, attr[n].val.clusterDim.y = cluster_y, attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  const unsigned base = n;
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  if (pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.numAttrs = 1;
+  cfg.numAttrs = n;
+  if (n > base) {
     if (cudaLaunchKernelEx(&cfg, kernel, args...) == cudaSuccess) return 0;
     (void)cudaGetLastError();
-    cfg.numAttrs = 0;
+    cfg.numAttrs = base;
   }
   if (cudaLaunchKernelEx(&cfg, kernel, args...) != cudaSuccess) {
     (void)cudaGetLastError();
     return kRunLaunchFailed;
   }
   return 0;
+}
+
+// The same without clusters.
+template <typename... KArgs, typename... Args>
+inline int launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
+                  Args... args) {
+  return launch_clustered(kernel, grid, block, smem, stream, pdl, 1u, args...);
 }
 
 }  // namespace detail
@@ -591,12 +609,10 @@ struct Gemm {
 
   static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
     if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
-    if (args->a == nullptr || args->b == nullptr || args->c == nullptr) return kRunUnsupported;
+    DeviceAttrs d;
+    if (const int rc = plain_call_checks(args, &d)) return rc;
     const uintptr_t pa = reinterpret_cast<uintptr_t>(args->a), pb = reinterpret_cast<uintptr_t>(args->b),
                     pc = reinterpret_cast<uintptr_t>(args->c), pw = reinterpret_cast<uintptr_t>(args->workspace);
-    if (((pa | pb | pc) & 1u) != 0) return kRunUnsupported;  // not even fp16-aligned
-    const DeviceAttrs d = device_attrs(current_device());
-    if (d.cc < 80) return kRunUnsupported;
     const kforge_hgemm_problem& pr = args->problem;
     const int64_t M = pr.m, N = pr.n, K = pr.k;
     int splits = splits_for(&pr);
