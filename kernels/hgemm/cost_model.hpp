@@ -286,9 +286,11 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
 // its reduction; CTAs run in rounds of what fits (the resident count, else 2 per SM); bound below
 // by the bytes. Fitted on an H100 (twenty-ninth session, graph mode, every GEMV variant on 31 probe
 // problems, data/hgemm/probes/tinyout-variants-h100.csv): R = 1, 1.5 us + 0.2 + 0.1 x xr per block; R = 4, 2.0 + 0.35 +
-// 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0) and a swapped nn B of several columns
-// (X gathered element by element along K) measured 2-10x slower: charged, and kept off by the
-// dispatcher (gemv_choice).
+// 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0 with R = 4) and a swapped nn B of
+// several columns (X gathered element by element along K) measured 2-10x slower: charged, and kept
+// off by the dispatcher (gemv_choice). K % 8 != 0 with R = 1 takes the shifted 16-byte path (W's
+// rows as the aligned vectors that cover them, X by element, one block of 256 per lane in flight):
+// charged 0.2 + 0.2 x xr per block until measured.
 inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                 int resident) {
   const double sms = std::max(1, d.sms);
@@ -302,11 +304,13 @@ inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int
   const double ctas = l.ctas;
   const double res = resident > 0 ? double(resident) : 2.0 * sms;
   const double rounds = std::ceil(ctas / res);
-  const double block = vec ? 256.0 * (r == 1 ? 2 : 1) : 32.0 * (r == 1 ? 8 : 4);
+  const bool shift = !vec && r == 1 && k >= 8;  // W's rows as shifted 16-byte vectors, X by element
+  const double block = vec ? 256.0 * (r == 1 ? 2 : 1) : shift ? 256.0 : 32.0 * (r == 1 ? 8 : 4);
   const double batches = std::ceil(double(k) / (double(sp.groups) * sp.splits) / block);
   const double xr = double(small);
   double per_batch = r == 1 ? 0.2 + 0.1 * xr : 0.35 + 0.12 * xr;
-  if (!vec) per_batch = 0.6 + 0.2 * xr;
+  if (shift) per_batch = 0.2 + 0.2 * xr;  // (not yet measured: eight loads of X per vector of W)
+  else if (!vec) per_batch = 0.6 + 0.2 * xr;
   if (x_gathered) per_batch += 1.0 * xr;
   const double fixed = r == 1 ? 1.5 : 2.0;
   const double chain = rounds * (fixed + batches * per_batch) + (sp.splits > 1 ? 0.8 : 0.0);

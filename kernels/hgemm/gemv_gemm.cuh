@@ -25,7 +25,9 @@
 //     and R = 1 it took 25, with R = 4 13.8; H100.) The element-by-element paths are correct at any
 //     alignment but slow (2x1x1500: 4.7-4.9 us; a swapped nn B of 8 columns, gathered along K:
 //     2x8x4096 19.5): the dispatcher sends the family only problems with K % 8 == 0 and X
-//     contiguous along K (dispatch.hpp, kGemvMinK).
+//     contiguous along K (dispatch.hpp, kGemvMinK). With R = 1 and W's rows not all 16-byte
+//     aligned (K % 8 != 0, or an odd offset), each row is read as the aligned vectors that cover
+//     it (SHIFT: the neighbouring rows' elements masked, X by element at the shifted index).
 //   * Each lane accumulates the xr dot products of its elements in fp32 in its own order; the
 //     lanes' sums meet in a butterfly of warp shuffles, a row's G warps in shared memory (added in
 //     warp order), a cluster's S CTAs in rank 0's (through distributed shared memory, in rank
@@ -87,13 +89,19 @@ __device__ __forceinline__ float ld_dsmem(const float* local, uint32_t rank) {
 }
 #endif
 
-template <int MT, int R, int WARPS, bool VEC, bool XVEC, kforge_hgemm_dtype DT>
+// VEC: W read as 16-byte vectors. SHIFT (VEC, R = 1, X element by element): W's rows need not
+// start 16-byte aligned (K % 8 != 0): a row is read as the aligned vectors that cover it, its
+// elements at K index kb + e - o (o: the row's start within its first vector), the elements of the
+// neighbouring rows masked to zero, and a vector that would reach outside W (before row 0, past
+// the last row) read element by element.
+template <int MT, int R, int WARPS, bool VEC, bool XVEC, bool SHIFT, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   using E = Elem<DT>;
   using T = typename E::T;
+  static_assert(!SHIFT || (VEC && !XVEC && R == 1), "the shifted path: 16-byte W, one row per warp, X by element");
   constexpr int kThreads = WARPS * 32;
-  constexpr int U = VEC ? (R == 1 ? 2 : 1) : (R == 1 ? 8 : 4);  // blocks per lane in flight
+  constexpr int U = VEC ? (R == 1 && !SHIFT ? 2 : 1) : (R == 1 ? 8 : 4);  // blocks per lane in flight
   constexpr int kStep = VEC ? 256 : 32;  // elements of K a warp covers per block
   __shared__ float red[WARPS][R][MT];    // each warp's sums
   __shared__ float part[WARPS][R][MT];   // the CTA's sums per row-group slot (WARPS / G slots)
@@ -116,7 +124,13 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
   skinny::detail::grid_dependency_wait();
   if (live > 0) {
     const T* wg = w + row0 * K;
-    for (int64_t base = q * kStep; base < K; base += Q * kStep * U) {
+    // SHIFT: the row starts o elements into its first aligned vector; its vectors cover K index
+    // kb - o .. kb - o + 7 for kb = 0, 8, ... < K + o. (Otherwise o = 0, K % 8 == 0.)
+    const int o = SHIFT ? int((reinterpret_cast<uintptr_t>(wg) >> 1) & 7u) : 0;
+    const int64_t kend = K + o;
+    const unsigned short* wbits = reinterpret_cast<const unsigned short*>(wg);
+    const unsigned short* xbits = reinterpret_cast<const unsigned short*>(x);
+    for (int64_t base = q * kStep; base < kend; base += Q * kStep * U) {
       if constexpr (VEC) {
         // U blocks: eight elements of K per lane each, of the R rows and of the xr rows of X, every
         // load issued before the first is used.
@@ -124,10 +138,25 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const int64_t kb = base + u * Q * kStep + lane * 8;
-          const bool ok = kb < K;  // K % 8 == 0: the whole vector is in or out
+          const bool ok = kb < kend;  // K % 8 == 0 (not SHIFT): the whole vector is in or out
+          if constexpr (SHIFT) {
+            // The aligned vector at the row's element kb - o, unless it reaches outside W (the first
+            // vector of row 0, the last of the last row): then only the row's own elements.
+            const int64_t k0 = kb - o;
+            const bool inside = (row0 > 0 || k0 >= 0) && (row0 + 1 < p.wr || k0 + 8 <= K);
+            if (ok && inside) {
+              wv[u][0] = __ldg(reinterpret_cast<const uint4*>(wg + k0));
+            } else {
+              uint32_t h[8];
 #pragma unroll
-          for (int r = 0; r < R; ++r)
-            wv[u][r] = ok && r < live ? __ldg(reinterpret_cast<const uint4*>(wg + r * K + kb)) : make_uint4(0u, 0u, 0u, 0u);
+              for (int e = 0; e < 8; ++e) h[e] = ok && k0 + e >= 0 && k0 + e < K ? uint32_t(__ldg(wbits + k0 + e)) : 0u;
+              wv[u][0] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+            }
+          } else {
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+              wv[u][r] = ok && r < live ? __ldg(reinterpret_cast<const uint4*>(wg + r * K + kb)) : make_uint4(0u, 0u, 0u, 0u);
+          }
 #pragma unroll
           for (int m = 0; m < MT; ++m) {
             if (m >= xr) break;
@@ -136,18 +165,28 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
             } else {
               uint32_t h[8];
 #pragma unroll
-              for (int e = 0; e < 8; ++e)
-                h[e] = ok ? uint32_t(__ldg(reinterpret_cast<const unsigned short*>(x) + m * p.sx_r + (kb + e) * p.sx_k)) : 0u;
+              for (int e = 0; e < 8; ++e) {
+                const int64_t kk = kb - o + e;
+                h[e] = ok && (!SHIFT || (kk >= 0 && kk < K)) ? uint32_t(__ldg(xbits + m * p.sx_r + kk * p.sx_k)) : 0u;
+              }
               xv[u][m] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
             }
           }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          if (base + u * Q * kStep + lane * 8 >= K) continue;
+          const int64_t kb = base + u * Q * kStep + lane * 8;
+          if (kb >= kend) continue;
           float wf[R][8];
 #pragma unroll
           for (int r = 0; r < R; ++r) unpack8<T>(wv[u][r], wf[r]);
+          if constexpr (SHIFT) {
+            // The neighbouring rows' elements in the first and last vectors count as zero (an
+            // infinity there times X's zero would be NaN).
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+              if (kb - o + e < 0 || kb - o + e >= K) wf[0][e] = 0.0f;
+          }
 #pragma unroll
           for (int m = 0; m < MT; ++m) {
             if (m >= xr) break;
@@ -266,9 +305,9 @@ struct Gemv {
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
-  template <bool VEC, bool XVEC>
+  template <bool VEC, bool XVEC, bool SHIFT = false>
   static auto kernel_ptr() {
-    return detail::gemv_kernel<MT, R, WARPS, VEC, XVEC, DT>;
+    return detail::gemv_kernel<MT, R, WARPS, VEC, XVEC, SHIFT, DT>;
   }
 
   static int resident_ctas() { return resident_plain_ctas(kernel_ptr<true, true>(), kThreads, 0); }
@@ -293,13 +332,19 @@ struct Gemv {
     const bool vec = K % 8 == 0 && (reinterpret_cast<uintptr_t>(prm.w) & 15u) == 0;
     // X's elements K-contiguous (its rows, or a swapped nn B of one column) and 16-byte aligned.
     const bool xvec = vec && prm.sx_k == 1 && (reinterpret_cast<uintptr_t>(prm.x) & 15u) == 0;
+    // One row per warp and rows that do not all start 16-byte aligned: the shifted 16-byte path.
+    const bool shift = R == 1 && !vec && K >= 8;
     const int64_t row_groups = (prm.wr + R - 1) / R;
+    // (The shifted path covers 256 elements of K per warp step, U = 1: split as the element path,
+    // whose warps keep at least 256 of K each.)
     const GemvSplit sp = gemv_split(row_groups, K, d.sms, vec, WARPS, d.cc >= 90);
     prm.groups = sp.groups, prm.splits = sp.splits;
     const int64_t gpc = WARPS / sp.groups;
     const dim3 grid(unsigned((row_groups + gpc - 1) / gpc), unsigned(sp.splits));
     const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
-    const auto kernel = !vec ? kernel_ptr<false, false>() : xvec ? kernel_ptr<true, true>() : kernel_ptr<true, false>();
+    auto kernel = !vec ? kernel_ptr<false, false>() : xvec ? kernel_ptr<true, true>() : kernel_ptr<true, false>();
+    if constexpr (R == 1)
+      if (shift) kernel = kernel_ptr<true, false, true>();
     return skinny::detail::launch_clustered(kernel, grid, dim3(kThreads), 0, stream, pdl, unsigned(sp.splits), prm);
   }
 };

@@ -182,7 +182,8 @@ TEST_F(GpuTest, SmallKVariantsPassVerificationOnASweep) {
 // streamed side from one row to many CTAs' worth (1, 33, 1000, 10507: K split among a row's warps
 // where the rows are few, G = 1 where they fill the device), K from 1 to 65536 (1, 7, 8, 161,
 // 1500, 2048, 2049, 5176, and 65535 and 65536, whose few rows split K over a
-// cluster of CTAs on sm_90: 16-byte loads at K % 8 == 0, element by element else);
+// cluster of CTAs on sm_90: 16-byte loads at K % 8 == 0; else R = 4 element by element and R = 1
+// the shifted 16-byte path, whose rows start anywhere in a vector);
 // fp16 and bf16, both layouts, both accumulations (verify_hgemm also checks that a second run is
 // bit-identical); then A, B and C at odd element offsets (2-byte aligned only: the element path
 // even where K % 8 == 0), the elements around C keeping their poison; and a side of 9 refused.
