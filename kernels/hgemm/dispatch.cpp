@@ -50,7 +50,7 @@ struct ModelSwitches {
   bool decode_siblings = !env_is("KFORGE_HGEMM_DECODE_SIBLINGS", "0");
   bool decode_uniform = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
   bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
-  bool gemv = env_is("KFORGE_HGEMM_GEMV", "1");
+  bool gemv = !env_is("KFORGE_HGEMM_GEMV", "0");
   // -1: the DeviceModel's own.
   double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
   double decode_wave_us = env_number("KFORGE_HGEMM_DECODE_WAVE_US", 0.0, 100.0, -1.0);
@@ -65,7 +65,7 @@ struct ModelSwitches {
     if (!decode_siblings) d.decode_siblings = false;
     if (!decode_uniform) d.decode_uniform = false;
     if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
-    if (gemv) d.gemv = true;
+    if (!gemv) d.gemv = false;
     if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
     if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;
     if (decode_slice_us >= 0) d.decode_slice_us = decode_slice_us;
@@ -473,12 +473,12 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
   return nullptr;
 }
 
-// The GEMV-like family's best variant for `p` by the model, where the family serves it on its fast
-// path (K % 8 == 0: 16-byte loads; the small operand's elements contiguous along K: tn, or an nn B of
-// one column), K is at least kGemvMinK and the prediction at most kGemvMaxUs (and DeviceModel::gemv
-// is set); else nullptr.
+// The GEMV-like family's best variant for `p` by the model, where the family serves it on a fast
+// path (16-byte loads of W: K % 8 == 0, or, one row per warp, the shifted path; the small operand's
+// elements contiguous along K: tn, or an nn B of one column), K is at least kGemvMinK and the
+// prediction at most kGemvMaxUs (and DeviceModel::gemv is set); else nullptr.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
-  if (!d.gemv || p.k % 8 != 0 || p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
+  if (!d.gemv || p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
   size_t count = 0;
   const KernelVariant* all = variants(&count);
   const KernelVariant* best = nullptr;
@@ -486,6 +486,9 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
   for (size_t i = 0; i < count; ++i) {
     const KernelVariant& v = all[i];
     if (v.config.family != Family::kGemv || !runs_on(v, d.cc) || !v.supports(&p)) continue;
+    // K % 8 != 0: only one row per warp (R = 1) reads W as 16-byte vectors (shifted); R = 4 goes
+    // element by element, 2-3x slower.
+    if (p.k % 8 != 0 && v.config.bn != v.config.consumers) continue;
     // Rows too few to fill the device (the regime it was measured ahead in; past one CTA per SM its
     // clusters and per-SM loads in flight are not modelled: 1x64x30000 took 6.4 us on 256 CTAs).
     if (gemv_launch(v.config, p.m, p.n, p.k, d).ctas > std::max(1, d.sms)) continue;

@@ -778,20 +778,20 @@ TEST(HgemmKernels, CostModelTracksTheGemvProbe) {
   }
 }
 
-// Off the table, with DeviceModel::gemv (KFORGE_HGEMM_GEMV=1; off by default), the GEMV-like
-// family takes tiny outputs that each need a long K, on its fast path (K % 8 == 0, the small
-// operand contiguous along K), where the model puts it clearly ahead; tiny K, unaligned K, an nn B
-// of several columns and problems whose rows fill the device stay with the other families; without
-// the switch it takes nothing; a tuned entry wins as everywhere.
+// Off the table, with DeviceModel::gemv (on by default; KFORGE_HGEMM_GEMV=0 clears it), the
+// GEMV-like family takes tiny outputs that each need a long K, on a fast path (16-byte loads of W;
+// at K % 8 != 0 only one row per warp, shifted; the small operand contiguous along K), where the
+// model puts it clearly ahead; tiny K, an nn B of several columns and problems whose rows fill the
+// device stay with the other families; without the switch it takes nothing; a tuned entry wins as
+// everywhere.
 TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
   const kernels::Dispatcher none(nullptr, 0);
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
-  EXPECT_FALSE(h.gemv);
-  EXPECT_NE(none.resolve(prob(1, 1, 65536), h, -1).variant->config.family, kernels::Family::kGemv);
-  h.gemv = true;
+  EXPECT_TRUE(h.gemv);
   using Mnk = std::tuple<int64_t, int64_t, int64_t, kforge_hgemm_layout>;
   for (auto [m, n, k, l] : {Mnk{1, 1, 65536, KFORGE_HGEMM_TN}, {1, 1, 65536, KFORGE_HGEMM_NN}, {5, 1, 3000, KFORGE_HGEMM_TN},
-                            {2, 8, 4096, KFORGE_HGEMM_TN}, {3, 200, 1000, KFORGE_HGEMM_TN}}) {
+                            {2, 8, 4096, KFORGE_HGEMM_TN}, {3, 200, 1000, KFORGE_HGEMM_TN}, {2, 1, 1500, KFORGE_HGEMM_TN},
+                            {2, 1, 1500, KFORGE_HGEMM_NN}}) {
     const kforge_hgemm_problem p = prob(m, n, k, l);
     const kernels::Choice c = none.resolve(p, h, -1);
     ASSERT_NE(c.variant, nullptr);
@@ -801,12 +801,14 @@ TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
     EXPECT_EQ(c.unaligned, c.variant);  // no TMA: any 2-byte aligned pointers
     EXPECT_EQ(c.workspace, 0u);
   }
-  for (auto [m, n, k, l] : {Mnk{8, 8, 16, KFORGE_HGEMM_TN}, {2, 1, 1500, KFORGE_HGEMM_TN}, {2, 8, 4096, KFORGE_HGEMM_NN},
+  for (auto [m, n, k, l] : {Mnk{8, 8, 16, KFORGE_HGEMM_TN}, {2, 1, 100, KFORGE_HGEMM_TN}, {2, 8, 4096, KFORGE_HGEMM_NN},
                             {4, 4096, 4096, KFORGE_HGEMM_TN}, {8, 2048, 8192, KFORGE_HGEMM_TN}, {1024, 8, 4096, KFORGE_HGEMM_TN}}) {
     const kernels::Choice c = none.resolve(prob(m, n, k, l), h, -1);
     ASSERT_NE(c.variant, nullptr);
     EXPECT_NE(c.variant->config.family, kernels::Family::kGemv) << m << "x" << n << "x" << k << ": " << c.variant->name;
   }
+  // At K % 8 != 0 only the variants of one row per warp (the shifted path): 2x1x1500 above.
+  EXPECT_EQ(none.resolve(prob(2, 1, 1500), h, -1).variant->config.bn, none.resolve(prob(2, 1, 1500), h, -1).variant->config.consumers);
   h.gemv = false;
   EXPECT_NE(none.resolve(prob(1, 1, 65536), h, -1).variant->config.family, kernels::Family::kGemv);
   h.gemv = true;
