@@ -59,9 +59,8 @@
 #           (KFORGE_HGEMM_WHOLEK=0: without the small-K family's whole-K variants, on by default since
 #           the twenty-fourth session; the offgrid-kernels stage verifies them. KFORGE_HGEMM_DECODE_TAIL=0: without
 #           the cost model's wave rule for decode tiles, KFORGE_HGEMM_SWAP=0: without the swapped-role decode
-#           tiles, both on by default since the twenty-fifth session; KFORGE_HGEMM_GEMV=1: with the
-#           GEMV-like family's dispatch rule, off by default until the offgrid-kernels sweep passes on
-#           the family's final source)
+#           tiles, both on by default since the twenty-fifth session; KFORGE_HGEMM_GEMV=0: without the
+#           GEMV-like family's dispatch rule, on by default since the thirtieth session)
 #   gatecost the same verdicts (offline and server) with every batch gated and without
 #           (KFORGE_JUDGE_GATE_EVERY_BATCH), at 64^3, 256x256x8192 and 2048^3
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with

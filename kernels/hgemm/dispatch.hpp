@@ -134,17 +134,18 @@ inline constexpr double kWholeKMaxUs = 4.5;
 // fast as the whole-K variants run anything; not yet measured there.
 inline constexpr double kWholeKTinyUs = 1.9;
 // The GEMV-like family (gemv_gemm.cuh: one side of C at most 8, on the CUDA cores) takes a problem
-// off the table where it serves it on its fast path (K % 8 == 0, the small operand contiguous along
-// K: tn, or an nn B of one column), K >= kGemvMinK, its launch needs at most one CTA per SM, and its
-// best variant is predicted at most kGemvMaxUs (gemv_predicted_us) and at most kGemvMargin of the
-// prediction for the dispatcher's choice without it: tiny outputs that each need a long K, where
+// off the table where it serves it on a fast path (W as 16-byte vectors, the small operand
+// contiguous along K: tn, or an nn B of one column), K >= kGemvMinK, its launch needs at most one
+// CTA per SM, and its best variant is predicted at most kGemvMaxUs (gemv_predicted_us) and at
+// most kGemvMargin of the prediction for the dispatcher's choice without it: tiny outputs that each need a long K, where
 // the other families split K over clusters or a second kernel. Measured on an H100 (twenty-ninth
 // session, graph mode): 1x1x65536 3.2 us against the decode family's 10.9 (cuBLASLt 3.5), 5x1x3000
 // 2.0 against 3.1, 2x8x4096 1.9 against 3.2, 3x200x1000 2.7 against 3.0; but 8x8x16 2.1 against 1.4
 // and 8x40x752 3.4 against 2.9 (launch and reductions: hence the minimum K and the margin, the
-// other families' predictions being the less certain there). Only where DeviceModel::gemv is set:
-// off by default until the family's final source has passed its GPU sweep (cost_model.hpp);
-// resolve() sets it under KFORGE_HGEMM_GEMV=1.
+// other families' predictions being the less certain there). K % 8 != 0 only on one row per warp,
+// the shifted path (2x1x1500 2.1 us against cuBLASLt's 2.7; element by element 4.7-4.9). Only where
+// DeviceModel::gemv is set: on by default (cost_model.hpp); resolve() clears it under
+// KFORGE_HGEMM_GEMV=0.
 inline constexpr int64_t kGemvMinK = 512;
 inline constexpr double kGemvMaxUs = 4.0;
 inline constexpr double kGemvMargin = 0.8;
