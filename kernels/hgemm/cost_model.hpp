@@ -289,9 +289,10 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
 // 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0 with R = 4) and a swapped nn B of
 // several columns (X gathered element by element along K) measured 2-10x slower: charged, and kept
 // off by the dispatcher (gemv_choice). K % 8 != 0 with R = 1 takes the shifted 16-byte path (W's
-// rows as the aligned vectors that cover them, X by element, two blocks of 256 per lane in flight):
-// charged 0.4 + 0.5 x xr per step, from its first version's times (one block per lane, H100:
-// 2x1x1500 2.1 us, 1x1x65535 5.3, 7x7x20001 7.8-8.8; about 0.4 + 0.37 x xr per block).
+// rows as the aligned vectors that cover them, X by element, one block of 256 per lane in flight):
+// 0.4 + 0.37 x xr per block (H100, thirtieth session: 2x1x1500 2.1 us, 5x1x3001 3.1, 1x1x65535
+// 5.3, 7x7x20001 7.8-8.8). (Two blocks per lane and X as vectors where its row starts at W's
+// offset measured slower but at the longest K: 2x1x1500 2.8, 1x1x65535 4.6.)
 inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                 int resident) {
   const double sms = std::max(1, d.sms);
@@ -306,13 +307,11 @@ inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int
   const double res = resident > 0 ? double(resident) : 2.0 * sms;
   const double rounds = std::ceil(ctas / res);
   const bool shift = !vec && r == 1 && k >= 8;  // W's rows as shifted 16-byte vectors, X by element
-  const double block = vec || shift ? 256.0 * (r == 1 ? 2 : 1) : 32.0 * (r == 1 ? 8 : 4);
+  const double block = vec ? 256.0 * (r == 1 ? 2 : 1) : shift ? 256.0 : 32.0 * (r == 1 ? 8 : 4);
   const double batches = std::ceil(double(k) / (double(sp.groups) * sp.splits) / block);
   const double xr = double(small);
   double per_batch = r == 1 ? 0.2 + 0.1 * xr : 0.35 + 0.12 * xr;
-  // Shifted: X by element, eight loads per vector of W (the same vectors where X's row starts at
-  // W's offset: not modelled, the pointers unknown here).
-  if (shift) per_batch = 0.4 + 0.5 * xr;
+  if (shift) per_batch = 0.4 + 0.37 * xr;  // X by element: eight loads per vector of W
   else if (!vec) per_batch = 0.6 + 0.2 * xr;
   if (x_gathered && !shift) per_batch += 1.0 * xr;
   const double fixed = r == 1 ? 1.5 : 2.0;

@@ -476,7 +476,8 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 // The GEMV-like family's best variant for `p` by the model, where the family serves it on a fast
 // path (16-byte loads of W: K % 8 == 0, or, one row per warp, the shifted path; the small operand's
 // elements contiguous along K: tn, or an nn B of one column), K is at least kGemvMinK and the
-// prediction at most kGemvMaxUs (and DeviceModel::gemv is set); else nullptr.
+// prediction at most kGemvMaxUs (kGemvMaxUnalignedUs at K % 8 != 0) (and DeviceModel::gemv is
+// set); else nullptr.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
   if (!d.gemv || p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
   size_t count = 0;
@@ -495,7 +496,7 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;
   }
-  if (!best || best_us > kGemvMaxUs) return nullptr;
+  if (!best || best_us > (p.k % 8 != 0 ? kGemvMaxUnalignedUs : kGemvMaxUs)) return nullptr;
   *us_out = best_us;
   return best;
 }

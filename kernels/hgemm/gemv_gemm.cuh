@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
   using T = typename E::T;
   static_assert(!SHIFT || (VEC && !XVEC && R == 1), "the shifted path: 16-byte W, one row per warp, X by element");
   constexpr int kThreads = WARPS * 32;
-  constexpr int U = VEC ? (R == 1 ? 2 : 1) : (R == 1 ? 8 : 4);  // blocks per lane in flight
+  constexpr int U = VEC ? (R == 1 && !SHIFT ? 2 : 1) : (R == 1 ? 8 : 4);  // blocks per lane in flight
   constexpr int kStep = VEC ? 256 : 32;  // elements of K a warp covers per block
   __shared__ float red[WARPS][R][MT];    // each warp's sums
   __shared__ float part[WARPS][R][MT];   // the CTA's sums per row-group slot (WARPS / G slots)
@@ -130,12 +130,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
     const int64_t kend = K + o;
     const unsigned short* wbits = reinterpret_cast<const unsigned short*>(wg);
     const unsigned short* xbits = reinterpret_cast<const unsigned short*>(x);
-    // SHIFT: which rows of X (K-contiguous) start at W's row's offset o within a vector, so that
-    // their elements come as the same aligned vectors.
-    bool x_same[MT];
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-      x_same[m] = SHIFT && p.sx_k == 1 && ((reinterpret_cast<uintptr_t>(x + m * p.sx_r) >> 1) & 7u) == uint32_t(o);
     for (int64_t base = q * kStep; base < kend; base += Q * kStep * U) {
       if constexpr (VEC) {
         // U blocks: eight elements of K per lane each, of the R rows and of the xr rows of X, every
@@ -168,11 +162,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
             if (m >= xr) break;
             if constexpr (XVEC) {
               xv[u][m] = ok ? __ldg(reinterpret_cast<const uint4*>(x + m * p.sx_r + kb)) : make_uint4(0u, 0u, 0u, 0u);
-            } else if (SHIFT && x_same[m] && ok &&
-                       (kb - o >= 0 || (m > 0 && p.sx_r == K)) && (kb - o + 8 <= K || (m + 1 < xr && p.sx_r == K))) {
-              // X's row starts where W's does within a vector: the aligned vector beside W's (inside
-              // X: the neighbouring rows' elements are masked below).
-              xv[u][m] = __ldg(reinterpret_cast<const uint4*>(x + m * p.sx_r + (kb - o)));
             } else {
               uint32_t h[8];
 #pragma unroll
@@ -191,22 +180,18 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
           float wf[R][8];
 #pragma unroll
           for (int r = 0; r < R; ++r) unpack8<T>(wv[u][r], wf[r]);
-          // SHIFT: the first and last vectors of a row hold the neighbouring rows' elements; they
-          // count as zero, in W and in X (an infinity there times a zero would be NaN).
-          const bool edge = SHIFT && (kb - o < 0 || kb - o + 8 > K);
-          if (edge)
+          if constexpr (SHIFT) {
+            // The neighbouring rows' elements in the first and last vectors count as zero (an
+            // infinity there times X's zero would be NaN).
 #pragma unroll
             for (int e = 0; e < 8; ++e)
               if (kb - o + e < 0 || kb - o + e >= K) wf[0][e] = 0.0f;
+          }
 #pragma unroll
           for (int m = 0; m < MT; ++m) {
             if (m >= xr) break;
             float xf[8];
             unpack8<T>(xv[u][m], xf);
-            if (edge)
-#pragma unroll
-              for (int e = 0; e < 8; ++e)
-                if (kb - o + e < 0 || kb - o + e >= K) xf[e] = 0.0f;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
               float s = acc[r][m];
@@ -350,8 +335,8 @@ struct Gemv {
     // One row per warp and rows that do not all start 16-byte aligned: the shifted 16-byte path.
     const bool shift = R == 1 && !vec && K >= 8;
     const int64_t row_groups = (prm.wr + R - 1) / R;
-    // (The shifted path is split as the element path: its warps keep at least 256 of K each, the
-    // 512 of a step of two blocks in flight at most, where the rows are few.)
+    // (The shifted path covers 256 elements of K per warp step, U = 1: split as the element path,
+    // whose warps keep at least 256 of K each.)
     const GemvSplit sp = gemv_split(row_groups, K, d.sms, vec, WARPS, d.cc >= 90);
     prm.groups = sp.groups, prm.splits = sp.splits;
     const int64_t gpc = WARPS / sp.groups;
