@@ -137,8 +137,8 @@ inline constexpr double kWholeKTinyUs = 1.9;
 // off the table where it serves it on a fast path (W as 16-byte vectors, the small operand
 // contiguous along K: tn, or an nn B of one column), K >= kGemvMinK, its launch needs at most one
 // CTA per SM, and its best variant is predicted at most kGemvMaxUs (gemv_predicted_us) and at
-// most kGemvMargin of the prediction for the dispatcher's choice without it: tiny outputs that each need a long K, where
-// the other families split K over clusters or a second kernel. Measured on an H100 (twenty-ninth
+// most kGemvMargin of the prediction for the dispatcher's choice without it: tiny outputs that
+// each need a long K, where the other families split K over clusters or a second kernel. Measured on an H100 (twenty-ninth
 // session, graph mode): 1x1x65536 3.2 us against the decode family's 10.9 (cuBLASLt 3.5), 5x1x3000
 // 2.0 against 3.1, 2x8x4096 1.9 against 3.2, 3x200x1000 2.7 against 3.0; but 8x8x16 2.1 against 1.4
 // and 8x40x752 3.4 against 2.9 (launch and reductions: hence the minimum K and the margin, the

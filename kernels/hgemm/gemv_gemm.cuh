@@ -24,10 +24,11 @@
 //     thread at a time: 72 us at 8x2048x8192 where the decode tiles ran 9.6; with X read in place
 //     and R = 1 it took 25, with R = 4 13.8; H100.) The element-by-element paths are correct at any
 //     alignment but slow (2x1x1500: 4.7-4.9 us; a swapped nn B of 8 columns, gathered along K:
-//     2x8x4096 19.5): the dispatcher sends the family only problems with K % 8 == 0 and X
-//     contiguous along K (dispatch.hpp, kGemvMinK). With R = 1 and W's rows not all 16-byte
-//     aligned (K % 8 != 0, or an odd offset), each row is read as the aligned vectors that cover
-//     it (SHIFT: the neighbouring rows' elements masked, X by element at the shifted index).
+//     2x8x4096 19.5). With R = 1 and W's rows not all 16-byte aligned (K % 8 != 0, or an odd
+//     offset), each row is read as the aligned vectors that cover it (SHIFT: the neighbouring
+//     rows' elements masked, X by element at the shifted index; 2x1x1500 2.1 us, H100). The
+//     dispatcher sends the family problems with X contiguous along K, and at K % 8 != 0 only to
+//     R = 1 (dispatch.hpp, gemv_choice).
 //   * Each lane accumulates the xr dot products of its elements in fp32 in its own order; the
 //     lanes' sums meet in a butterfly of warp shuffles, a row's G warps in shared memory (added in
 //     warp order), a cluster's S CTAs in rank 0's (through distributed shared memory, in rank
