@@ -151,10 +151,9 @@ inline double skinny_generic_us(const KernelConfig& c, int64_t m, int64_t n, int
 }
 
 // The decode family (Family::kSkinny): memory-bound by design. Its CTAs ((N / bn) x S, or (M / bn)
-// x S with swapped roles, S chosen by
-// auto_splits) each keep (stages - 1) K tiles of loads in flight, so that the achieved bandwidth is
-// that of the CTAs' in-flight bytes over a loaded DRAM latency (~1.5 us), up to ~90% of the
-// device's; the mma.sync work on MT padded rows runs at about half the wgmma rate; each CTA's K
+// x S with swapped roles, S chosen by auto_splits) each keep (stages - 1) K tiles of loads in
+// flight, so that the achieved bandwidth is that of the CTAs' in-flight bytes over a loaded DRAM
+// latency (~1.5 us), up to ~90% of the device's; the mma.sync work on MT padded rows runs at about half the wgmma rate; each CTA's K
 // tiles take at least ~0.25 us each (a floor); S > 1 adds the reduction kernel (a launch, and the
 // partials written and read once); rows that are not 16-byte multiples add skinny_generic_us.
 inline double skinny_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
@@ -285,8 +284,8 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
 // 4; of 32 element by element), longer with more rows of X to load beside W's (xr); a cluster adds
 // its reduction; CTAs run in rounds of what fits (the resident count, else 2 per SM); bound below
 // by the bytes. Fitted on an H100 (twenty-ninth session, graph mode, every GEMV variant on 31 probe
-// problems, data/hgemm/probes/tinyout-variants-h100.csv): R = 1, 1.5 us + 0.2 + 0.1 x xr per block; R = 4, 2.0 + 0.35 +
-// 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0 with R = 4) and a swapped nn B of
+// problems, data/hgemm/probes/tinyout-variants-h100.csv): R = 1, 1.5 us + 0.2 + 0.1 x xr per
+// block; R = 4, 2.0 + 0.35 + 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0 with R = 4) and a swapped nn B of
 // several columns (X gathered element by element along K) measured 2-10x slower: charged, and kept
 // off by the dispatcher (gemv_choice). K % 8 != 0 with R = 1 takes the shifted 16-byte path (W's
 // rows as the aligned vectors that cover them, X by element, one block of 256 per lane in flight):

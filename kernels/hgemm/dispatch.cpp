@@ -487,12 +487,13 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
   for (size_t i = 0; i < count; ++i) {
     const KernelVariant& v = all[i];
     if (v.config.family != Family::kGemv || !runs_on(v, d.cc) || !v.supports(&p)) continue;
+    const GemvLaunch l = gemv_launch(v.config, p.m, p.n, p.k, d);
     // K % 8 != 0: only one row per warp (R = 1) reads W as 16-byte vectors (shifted); R = 4 goes
     // element by element, 2-3x slower.
-    if (p.k % 8 != 0 && v.config.bn != v.config.consumers) continue;
+    if (p.k % 8 != 0 && l.rows_per_warp != 1) continue;
     // Rows too few to fill the device (the regime it was measured ahead in; past one CTA per SM its
     // clusters and per-SM loads in flight are not modelled: 1x64x30000 took 6.4 us on 256 CTAs).
-    if (gemv_launch(v.config, p.m, p.n, p.k, d).ctas > std::max(1, d.sms)) continue;
+    if (l.ctas > std::max(1, d.sms)) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;
   }

@@ -774,8 +774,8 @@ GemvProbeFit gemv_probe_fit(const std::string& file, bool shifted, bool by_side)
       f.decode[key] = it == f.decode.end() ? us : std::min(it->second, us);
     }
     if (v->config.family != kernels::Family::kGemv || (r[3] == "nn" && n != 1)) continue;
-    if (shifted && v->config.bn != v->config.consumers) continue;
-    if (kernels::gemv_launch(v->config, m, n, k, h).ctas > h.sms) continue;
+    const kernels::GemvLaunch l = kernels::gemv_launch(v->config, m, n, k, h);
+    if ((shifted && l.rows_per_warp != 1) || l.ctas > h.sms) continue;
     const double p = kernels::predicted_us(v->config, m, n, k, h, 0);
     f.err += std::abs(std::log(p / us));
     ++f.counted;
@@ -852,7 +852,7 @@ TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
     EXPECT_NE(c.variant->config.family, kernels::Family::kGemv) << m << "x" << n << "x" << k << ": " << c.variant->name;
   }
   // At K % 8 != 0 only the variants of one row per warp (the shifted path): 2x1x1500 above.
-  EXPECT_EQ(none.resolve(prob(2, 1, 1500), h, -1).variant->config.bn, none.resolve(prob(2, 1, 1500), h, -1).variant->config.consumers);
+  EXPECT_EQ(kernels::gemv_launch(none.resolve(prob(2, 1, 1500), h, -1).variant->config, 2, 1, 1500, h).rows_per_warp, 1);
   h.gemv = false;
   EXPECT_NE(none.resolve(prob(1, 1, 65536), h, -1).variant->config.family, kernels::Family::kGemv);
   h.gemv = true;
