@@ -270,6 +270,126 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
 #endif
 }
 
+// Short rows (GemvRows, KernelConfig::row_lanes = L): the whole row of W in the registers of L
+// lanes, so no K loop, no shared memory and no barrier. A warp holds 32 / L rows; a row is read as
+// the aligned 16-byte vectors that cover it (starting o elements into the first: any alignment),
+// vector i of the row by lane i % L, V per lane, every load of W issued before the first is used.
+// The neighbouring rows' elements are masked to zero and a vector that would reach outside W is
+// read element by element (as the shifted path). X's eight elements beside each vector of W are
+// loaded together before any is used: one 16-byte load where they are contiguous and aligned (X's
+// row starts at the same offset as W's), else element by element (L1 hits). (The first version
+// loaded X's elements one at a time beside their FMAs, a chain of L1 latencies: 8x8x16 4.4 us
+// against the K-looping variants' 2.1, 8x4096x200 9.8 against 3.4; H100.) The L lanes' sums meet in
+// log2(L) shuffles; lane j % L of the row stores output j.
+template <int MT, int L, int V, int WARPS, kforge_hgemm_dtype DT>
+__global__ void __launch_bounds__(WARPS * 32) gemv_rows_kernel(const Params p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  using E = Elem<DT>;
+  using T = typename E::T;
+  static_assert(L >= 2 && L <= 32 && (L & (L - 1)) == 0 && V >= 1, "lanes per row: a power of two");
+  const int xr = int(p.xr);
+  const T* w = static_cast<const T*>(p.w);
+  T* c = static_cast<T*>(p.c);
+  const unsigned short* xbits = static_cast<const unsigned short*>(p.x);
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, sub = lane & (L - 1);
+  const int64_t row = (int64_t(blockIdx.x) * WARPS + warp) * (32 / L) + lane / L;
+  const int K = int(p.k);  // at most 8 x L x V - 7 (supports)
+  float acc[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
+  skinny::detail::grid_dependency_wait();
+  if (row < p.wr) {
+    const T* wrow = w + row * K;
+    const unsigned short* wbits = reinterpret_cast<const unsigned short*>(wrow);
+    const int o = int((reinterpret_cast<uintptr_t>(wrow) >> 1) & 7u);
+    const int64_t at = row * K, total = p.wr * K;  // the row's first element in W, W's elements
+    uint4 wv[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int k0 = (sub + v * L) * 8 - o;  // the row's element at the vector's start
+      if (k0 < K && at + k0 >= 0 && at + k0 + 8 <= total) {
+        wv[v] = __ldg(reinterpret_cast<const uint4*>(wrow + k0));
+      } else {
+        uint32_t h[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) h[e] = k0 + e >= 0 && k0 + e < K ? uint32_t(__ldg(wbits + k0 + e)) : 0u;
+        wv[v] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int k0 = (sub + v * L) * 8 - o;
+      if (k0 >= K) break;  // this lane's later vectors are past the row too
+      uint4 xv[MT];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= xr) break;
+        const unsigned short* xm = xbits + m * p.sx_r;
+        if (p.sx_k == 1 && k0 >= 0 && k0 + 8 <= K && (reinterpret_cast<uintptr_t>(xm + k0) & 15u) == 0) {
+          xv[m] = __ldg(reinterpret_cast<const uint4*>(xm + k0));
+        } else {
+          uint32_t h[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) h[e] = k0 + e >= 0 && k0 + e < K ? uint32_t(__ldg(xm + int64_t(k0 + e) * p.sx_k)) : 0u;
+          xv[m] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+        }
+      }
+      float wf[8];
+      unpack8<T>(wv[v], wf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e)  // the neighbouring rows' elements (an infinity times zero is NaN)
+        if (k0 + e < 0 || k0 + e >= K) wf[e] = 0.0f;
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= xr) break;
+        float xf[8];
+        unpack8<T>(xv[m], xf);
+        float s = acc[m];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s = fmaf(wf[e], xf[e], s);
+        acc[m] = s;
+      }
+    }
+  }
+  // Every lane takes part (rows past W's end with zeros): the row's L lanes are an aligned group.
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    if (m >= xr) break;
+#pragma unroll
+    for (int off = L / 2; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+  }
+  if (row < p.wr)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= xr) break;
+      if ((m & (L - 1)) == sub) c[int64_t(m) * p.c_x + row * p.c_w] = E::from(acc[m]);
+    }
+#else
+  (void)p;
+  __trap();
+#endif
+}
+
+// The kernels' parameters for a call: X, W and C's strides by the roles (SWAP: A streamed; XROWSK:
+// X's rows K-contiguous).
+template <bool SWAP, bool XROWSK>
+Params gemv_params(const kforge_hgemm_args& args) {
+  const kforge_hgemm_problem& pr = args.problem;
+  const int64_t M = pr.m, N = pr.n, K = pr.k;
+  Params prm{};
+  if (!SWAP) {  // X = A (M x K), W = B (tn: N rows of K); C[m][n] at m * N + n
+    prm.x = args.a, prm.w = args.b, prm.xr = M, prm.wr = N;
+    prm.sx_r = K, prm.sx_k = 1, prm.c_x = N, prm.c_w = 1;
+  } else {  // X = B (tn: N rows of K; nn: K rows of N), W = A (M rows of K); C[m][n] at m * N + n
+    prm.x = args.b, prm.w = args.a, prm.xr = N, prm.wr = M;
+    prm.sx_r = XROWSK ? K : 1, prm.sx_k = XROWSK ? 1 : N;  // (nn, N = 1: K-contiguous too)
+    prm.c_x = 1, prm.c_w = N;
+  }
+  prm.c = args.c;
+  prm.k = K;
+  return prm;
+}
+
 }  // namespace detail
 
 // The variant: M <= MT (tn only) or, SWAP, N <= MT (either layout); any K (up to 2^40), any
@@ -317,19 +437,8 @@ struct Gemv {
     if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
     DeviceAttrs d;
     if (const int rc = plain_call_checks(args, &d)) return rc;
-    const kforge_hgemm_problem& pr = args->problem;
-    const int64_t M = pr.m, N = pr.n, K = pr.k;
-    detail::Params prm{};
-    if (!SWAP) {  // X = A (M x K), W = B (tn: N rows of K); C[m][n] at m * N + n
-      prm.x = args->a, prm.w = args->b, prm.xr = M, prm.wr = N;
-      prm.sx_r = K, prm.sx_k = 1, prm.c_x = N, prm.c_w = 1;
-    } else {  // X = B (tn: N rows of K; nn: K rows of N), W = A (M rows of K); C[m][n] at m * N + n
-      prm.x = args->b, prm.w = args->a, prm.xr = N, prm.wr = M;
-      prm.sx_r = kXRowsK ? K : 1, prm.sx_k = kXRowsK ? 1 : N;  // (nn, N = 1: K-contiguous too)
-      prm.c_x = 1, prm.c_w = N;
-    }
-    prm.c = args->c;
-    prm.k = K;
+    detail::Params prm = detail::gemv_params<SWAP, kXRowsK>(*args);
+    const int64_t K = prm.k;
     const bool vec = K % 8 == 0 && (reinterpret_cast<uintptr_t>(prm.w) & 15u) == 0;
     // X's elements K-contiguous (its rows, or a swapped nn B of one column) and 16-byte aligned.
     const bool xvec = vec && prm.sx_k == 1 && (reinterpret_cast<uintptr_t>(prm.x) & 15u) == 0;
@@ -347,6 +456,58 @@ struct Gemv {
     if constexpr (R == 1)
       if (shift) kernel = kernel_ptr<true, false, true>();
     return skinny::detail::launch_clustered(kernel, grid, dim3(kThreads), 0, stream, pdl, unsigned(sp.splits), prm);
+  }
+};
+
+// The short-row variant (gemv_rows_kernel): M <= MT (tn only) or, SWAP, N <= MT (either layout),
+// K + 7 <= L x 8 x V (a row's covering vectors, L lanes with V each), any 2-byte aligned pointers.
+template <int MT, int L, int V, int WARPS, bool SWAP, kforge_hgemm_layout LAYOUT, kforge_hgemm_acc ACC,
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+struct GemvRows {
+  static_assert(MT >= 1 && MT <= 16 && WARPS >= 1 && WARPS <= 32 && (WARPS & (WARPS - 1)) == 0, "GEMV tile");
+  static_assert(SWAP || LAYOUT == KFORGE_HGEMM_TN, "small M: tn only (nn B's rows run along N)");
+  static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16: fp32 accumulation only");
+  static constexpr kforge_hgemm_dtype kDtype = DT;
+  static constexpr int kThreads = WARPS * 32;
+  static constexpr int kRowsPerCta = WARPS * (32 / L);
+  static constexpr int64_t kMaxK = int64_t(8) * L * V - 7;
+  static constexpr bool kXRowsK = !SWAP || LAYOUT == KFORGE_HGEMM_TN;
+
+  static constexpr KernelConfig config() {
+    KernelConfig c{};
+    c.family = Family::kGemv;
+    c.bm = MT;
+    c.bn = kRowsPerCta;  // rows of W per CTA
+    c.bk = 8 * L * V;    // elements a row's lanes cover (K + 7 at most)
+    c.consumers = WARPS;
+    c.row_lanes = L;
+    c.max_m = SWAP ? 0 : MT;
+    c.max_n = SWAP ? MT : 0;
+    c.b_rows_n = LAYOUT == KFORGE_HGEMM_NN;
+    return c;
+  }
+
+  static bool supports(const kforge_hgemm_problem* p) {
+    if (p == nullptr || p->layout != LAYOUT || p->acc != ACC || p->dtype != DT) return false;
+    const int64_t small = SWAP ? p->n : p->m, streamed = SWAP ? p->m : p->n;
+    if (p->m < 1 || p->n < 1 || p->k < 1 || small > MT || p->k > kMaxK) return false;
+    return (streamed + kRowsPerCta - 1) / kRowsPerCta <= 0x7fffffff;  // the grid fits
+  }
+
+  static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
+
+  static auto kernel_ptr() { return detail::gemv_rows_kernel<MT, L, V, WARPS, DT>; }
+
+  static int resident_ctas() { return resident_plain_ctas(kernel_ptr(), kThreads, 0); }
+
+  static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
+    if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
+    DeviceAttrs d;
+    if (const int rc = plain_call_checks(args, &d)) return rc;
+    const detail::Params prm = detail::gemv_params<SWAP, kXRowsK>(*args);
+    const dim3 grid(unsigned((prm.wr + kRowsPerCta - 1) / kRowsPerCta));
+    const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
+    return skinny::detail::launch(kernel_ptr(), grid, dim3(kThreads), 0, stream, pdl, prm);
   }
 };
 

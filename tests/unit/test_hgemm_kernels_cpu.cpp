@@ -62,10 +62,18 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
     // Each variant serves only its own layout, accumulation and dtype.
     const kforge_hgemm_problem other_layout = prob(256, 256, 256, v.layout == KFORGE_HGEMM_NN ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, v.acc, v.dtype);
     EXPECT_FALSE(v.supports(&other_layout)) << v.name;
-    // Padded twins serve only K or N not a multiple of 8; small-K variants K up to their max_k only.
-    const int64_t k_ok = v.config.max_k > 0 ? v.config.max_k : v.config.pad ? 250 : 256;
+    // Padded twins serve only K or N not a multiple of 8; small-K variants K up to their max_k only,
+    // short-row GEMV variants K up to bk - 7 (a row's covering vectors).
+    const int64_t row_k = v.config.row_lanes > 0 ? v.config.bk - 7 : 0;
+    const int64_t k_ok = v.config.max_k > 0 ? v.config.max_k : v.config.pad ? 250 : row_k > 0 ? row_k : 256;
     const kforge_hgemm_problem mine = prob(m_ok, n_ok, k_ok, v.layout, v.acc, v.dtype);
     EXPECT_TRUE(v.supports(&mine)) << v.name;
+    EXPECT_TRUE(v.config.row_lanes == 0 || v.config.family == kernels::Family::kGemv) << v.name;
+    if (row_k > 0) {
+      EXPECT_EQ(v.config.bn, v.config.consumers * (32 / v.config.row_lanes)) << v.name;
+      const kforge_hgemm_problem longer = prob(m_ok, n_ok, row_k + 1, v.layout, v.acc, v.dtype);
+      EXPECT_FALSE(v.supports(&longer)) << v.name;
+    }
     EXPECT_EQ(v.config.max_k > 0, v.config.family == kernels::Family::kSmallK) << v.name;
     if (v.config.max_k > 0) {
       const kforge_hgemm_problem deeper = prob(m_ok, n_ok, v.config.max_k + 1, v.layout, v.acc, v.dtype);
@@ -131,6 +139,10 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
       EXPECT_EQ(twin->workspace_size(&even), 0u);
     } else if (all[i].config.pad) {
       EXPECT_EQ(kernels::padded_twin(all[i]), nullptr);
+    } else if (all[i].config.row_lanes > 0) {  // short-row GEMV: K + 7 <= bk only, odd or not
+      const kforge_hgemm_problem odd_short = prob(m, n, all[i].config.bk - 9, all[i].layout, all[i].acc, all[i].dtype);
+      EXPECT_TRUE(all[i].supports(&odd_short)) << all[i].name;
+      EXPECT_TRUE(all[i].supports(&odd_n) || all[i].config.bk - 7 < 64) << all[i].name;
     } else if (all[i].config.max_k == 0) {  // (small-K variants: K <= max_k only, odd or not)
       EXPECT_TRUE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_TRUE(all[i].supports(&odd_n)) << all[i].name;
