@@ -728,7 +728,12 @@ void run_variants(const VariantsOptions& o) {
     const int resident = dev && (hopper || !sm90) && r.v->resident_ctas ? r.v->resident_ctas() : 0;
     std::string extra;
     if (shape) {
-      const double ctas = kernels::cta_count(c, shape->m, shape->n);
+      // The GEMV family's CTAs follow its row groups and K split (gemv_launch), not a tile grid.
+      const double ctas = c.family == kernels::Family::kGemv
+                              ? kernels::gemv_launch(c, shape->m, shape->n, shape->k,
+                                                     kernels::nominal_device_model(dev ? dev->sm_count : 132, dev ? dev->cc_major * 10 + dev->cc_minor : 90))
+                                    .ctas
+                              : kernels::cta_count(c, shape->m, shape->n);
       const std::string waves = resident > 0 ? strf("%.2f", ctas / resident) : "-";
       extra = strf(" %6.0f %6s %12s", ctas, waves.c_str(), ceil ? human_us(r.predicted).c_str() : "-");
     }
