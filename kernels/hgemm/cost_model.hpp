@@ -305,11 +305,12 @@ inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int
   const int64_t rows = swap ? m : n, small = swap ? n : m;
   if (c.row_lanes > 0) {
     // Short rows: CTAs of bn rows in rounds of what fits, each a launch and one memory latency
-    // (every load of W in flight at once) plus, per vector a lane holds, X's eight elements per
-    // row of X. Not yet fitted: first guesses, to be fitted on a probe.
+    // (every load of W in flight at once) plus, per vector a lane holds (of each of its groups of
+    // rows), X's eight elements per row of X. Not yet fitted: first guesses, to be fitted on a probe.
     const GemvLaunch l = gemv_launch(c, m, n, k, d);
     const double res = resident > 0 ? double(resident) : 2.0 * sms;
-    const double vectors = std::ceil(std::ceil((k + 7) / 8.0) / c.row_lanes);
+    const double groups = double(l.rows_per_warp) * c.row_lanes / 32.0;  // RG
+    const double vectors = groups * std::ceil(std::ceil((k + 7) / 8.0) / c.row_lanes);
     const double chain = std::ceil(l.ctas / res) * (1.6 + vectors * (0.1 + 0.1 * double(small)));
     const double bytes = 2.0 * (double(rows) * k + double(small) * k + double(m) * n);
     return std::max(chain, bytes / (0.8 * bytes_per_us(d)));
