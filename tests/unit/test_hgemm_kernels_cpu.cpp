@@ -873,6 +873,37 @@ TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
   EXPECT_EQ(d.resolve(prob(1, 1, 65536), h, -1).how, kernels::Choice::How::kTable);
 }
 
+// The GEMV family's short-row variants (KernelConfig::row_lanes) are off the dispatch by default
+// (measured behind, thirty-first session); with DeviceModel::gemv_rows (KFORGE_HGEMM_GEMV_ROWS=1)
+// the model may choose one for many short rows, past the small-K family's K and within its K bound,
+// and their launch is bn rows per CTA, K never split.
+TEST(HgemmKernels, ShortRowGemvVariantsOnlyWhereSwitchedOn) {
+  const kernels::Dispatcher none(nullptr, 0);
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  EXPECT_FALSE(h.gemv_rows);
+  using Mnk = std::tuple<int64_t, int64_t, int64_t>;
+  const Mnk shapes[] = {{3, 10507, 161}, {1, 50000, 64}, {9744, 8, 208}, {2, 20000, 13}, {8, 8, 16}};
+  for (auto [m, n, k] : shapes) {
+    const kernels::Choice c = none.resolve(prob(m, n, k), h, -1);
+    ASSERT_NE(c.variant, nullptr);
+    EXPECT_EQ(c.variant->config.row_lanes, 0) << m << "x" << n << "x" << k << ": " << c.variant->name;
+  }
+  h.gemv_rows = true;
+  const kernels::Choice on = none.resolve(prob(3, 10507, 161), h, -1);
+  ASSERT_NE(on.variant, nullptr);
+  EXPECT_GT(on.variant->config.row_lanes, 0) << on.variant->name;  // its first-guess model: well ahead
+  EXPECT_EQ(on.how, kernels::Choice::How::kGemv);
+  EXPECT_LE(161 + 7, on.variant->config.bk);
+  const kernels::GemvLaunch l = kernels::gemv_launch(on.variant->config, 3, 10507, 161, h);
+  EXPECT_EQ(l.split.groups, 1);
+  EXPECT_EQ(l.split.splits, 1);
+  EXPECT_DOUBLE_EQ(l.ctas, std::ceil(10507.0 / on.variant->config.bn));
+  // Below the small-K family's K (8) the outer products keep it.
+  const kernels::Choice tiny = none.resolve(prob(2, 20000, 7), h, -1);
+  ASSERT_NE(tiny.variant, nullptr);
+  EXPECT_EQ(tiny.variant->config.row_lanes, 0) << tiny.variant->name;
+}
+
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   h.decode_overlap = 0.0;  // (the padded work's charge depends on the waves too: left out here)
