@@ -90,8 +90,9 @@ struct DeviceModel {
   bool gemv = true;
   // ... and its short-row variants (KernelConfig::row_lanes: a row of W held whole by a few lanes,
   // K + 7 <= 8 x lanes x vectors) may take rows too short for a warp each (dispatch.hpp,
-  // gemv_choice). Off until they are measured on a GPU; the dispatcher sets it under
-  // KFORGE_HGEMM_GEMV_ROWS=1.
+  // gemv_choice). Off: their first two versions measured behind the other families on every probe
+  // problem (H100, thirty-first session), the third (RG groups of rows per warp) is not yet run on a
+  // GPU; the dispatcher sets it under KFORGE_HGEMM_GEMV_ROWS=1.
   bool gemv_rows = false;
   bool operator==(const DeviceModel&) const = default;  // every field (the dispatcher's memo key)
 };
@@ -276,7 +277,7 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
   GemvLaunch l;
   l.rows_per_warp = r;
   l.groups = (rows + r - 1) / r;
-  // Short rows (row_lanes > 0): 32 / row_lanes rows per warp, K never split.
+  // Short rows (row_lanes > 0): RG x 32 / row_lanes rows per warp (bn / warps), K never split.
   if (c.row_lanes == 0) l.split = gemv_split(l.groups, k, std::max(1, d.sms), k % 8 == 0, warps, d.cc >= 90);
   l.ctas = std::ceil(double(l.groups) * l.split.groups / warps) * l.split.splits;
   return l;

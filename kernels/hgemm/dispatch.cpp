@@ -479,7 +479,8 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 // path (16-byte loads of W: K % 8 == 0, or, one row per warp, the shifted path; the small operand's
 // elements contiguous along K: tn, or an nn B of one column), K is at least kGemvMinK and the
 // prediction at most kGemvMaxUs (kGemvMaxUnalignedUs at K % 8 != 0) (and DeviceModel::gemv is
-// set); else nullptr.
+// set); with DeviceModel::gemv_rows its short-row variants too, from K = kGemvRowsMinK and with any
+// number of rows; else nullptr.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
   if (!d.gemv || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
   size_t count = 0;

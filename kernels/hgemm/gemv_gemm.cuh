@@ -387,6 +387,33 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_rows_kernel(const Params p) {
 #endif
 }
 
+// A GEMV variant's configuration: small side mt (of C's columns with swap, else its rows), bn rows
+// of W per CTA, bk elements of K per warp block (or per row, with row_lanes lanes holding it).
+constexpr KernelConfig gemv_config(int mt, int bn, int bk, int warps, bool swap, bool nn, int row_lanes) {
+  KernelConfig c{};
+  c.family = Family::kGemv;
+  c.bm = mt;
+  c.bn = bn;
+  c.bk = bk;
+  c.consumers = warps;
+  c.row_lanes = row_lanes;
+  c.max_m = swap ? 0 : mt;
+  c.max_n = swap ? mt : 0;
+  c.b_rows_n = nn;
+  return c;
+}
+
+// Whether a GEMV variant of layout l, accumulation acc, dtype dt and small side mt (of C's columns
+// with swap, else its rows) serves `p`: K up to max_k, and a grid of rows_per_cta rows per CTA
+// that fits.
+inline bool gemv_serves(const kforge_hgemm_problem* p, kforge_hgemm_layout l, kforge_hgemm_acc acc,
+                        kforge_hgemm_dtype dt, bool swap, int mt, int64_t max_k, int64_t rows_per_cta) {
+  if (p == nullptr || p->layout != l || p->acc != acc || p->dtype != dt) return false;
+  const int64_t small = swap ? p->n : p->m, streamed = swap ? p->m : p->n;
+  if (p->m < 1 || p->n < 1 || p->k < 1 || small > mt || p->k > max_k) return false;
+  return (streamed + rows_per_cta - 1) / rows_per_cta <= 0x7fffffff;
+}
+
 // The kernels' parameters for a call: X, W and C's strides by the roles (SWAP: A streamed; XROWSK:
 // X's rows K-contiguous).
 template <bool SWAP, bool XROWSK>
@@ -422,23 +449,12 @@ struct Gemv {
   static constexpr bool kXRowsK = !SWAP || L == KFORGE_HGEMM_TN;
 
   static constexpr KernelConfig config() {
-    KernelConfig c{};
-    c.family = Family::kGemv;
-    c.bm = MT;
-    c.bn = R * WARPS;  // rows of W per CTA with G = 1 (R per warp)
-    c.bk = 256;    // elements of K per warp block (16-byte loads)
-    c.consumers = WARPS;
-    c.max_m = SWAP ? 0 : MT;
-    c.max_n = SWAP ? MT : 0;
-    c.b_rows_n = L == KFORGE_HGEMM_NN;
-    return c;
+    // bn: rows of W per CTA with G = 1 (R per warp); bk: elements of K per warp block (16-byte loads).
+    return detail::gemv_config(MT, R * WARPS, 256, WARPS, SWAP, L == KFORGE_HGEMM_NN, 0);
   }
 
   static bool supports(const kforge_hgemm_problem* p) {
-    if (p == nullptr || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
-    const int64_t small = SWAP ? p->n : p->m, streamed = SWAP ? p->m : p->n;
-    if (p->m < 1 || p->n < 1 || p->k < 1 || small > MT) return false;
-    return streamed <= 0x7fffffff && p->k <= (int64_t(1) << 40);  // rows per CTA >= 1: the grid fits
+    return detail::gemv_serves(p, L, ACC, DT, SWAP, MT, int64_t(1) << 40, 1);  // rows per CTA >= 1: the grid fits
   }
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
@@ -492,24 +508,12 @@ struct GemvRows {
   static constexpr bool kXRowsK = !SWAP || LAYOUT == KFORGE_HGEMM_TN;
 
   static constexpr KernelConfig config() {
-    KernelConfig c{};
-    c.family = Family::kGemv;
-    c.bm = MT;
-    c.bn = kRowsPerCta;  // rows of W per CTA
-    c.bk = 8 * L * V;    // elements a row's lanes cover (K + 7 at most)
-    c.consumers = WARPS;
-    c.row_lanes = L;
-    c.max_m = SWAP ? 0 : MT;
-    c.max_n = SWAP ? MT : 0;
-    c.b_rows_n = LAYOUT == KFORGE_HGEMM_NN;
-    return c;
+    // bn: rows of W per CTA; bk: elements a row's lanes cover (K + 7 at most).
+    return detail::gemv_config(MT, kRowsPerCta, 8 * L * V, WARPS, SWAP, LAYOUT == KFORGE_HGEMM_NN, L);
   }
 
   static bool supports(const kforge_hgemm_problem* p) {
-    if (p == nullptr || p->layout != LAYOUT || p->acc != ACC || p->dtype != DT) return false;
-    const int64_t small = SWAP ? p->n : p->m, streamed = SWAP ? p->m : p->n;
-    if (p->m < 1 || p->n < 1 || p->k < 1 || small > MT || p->k > kMaxK) return false;
-    return (streamed + kRowsPerCta - 1) / kRowsPerCta <= 0x7fffffff;  // the grid fits
+    return detail::gemv_serves(p, LAYOUT, ACC, DT, SWAP, MT, kMaxK, kRowsPerCta);
   }
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
