@@ -77,6 +77,11 @@ __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   }
 }
 
+// Eight 2-byte elements' bits (h[e] < 2^16) packed in a uint4, as unpack8 reads them.
+__device__ __forceinline__ uint4 pack8(const uint32_t (&h)[8]) {
+  return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+}
+
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
 // The float at `local`'s address in the shared memory of CTA `rank` of this cluster.
 __device__ __forceinline__ float ld_dsmem(const float* local, uint32_t rank) {
@@ -151,7 +156,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
               uint32_t h[8];
 #pragma unroll
               for (int e = 0; e < 8; ++e) h[e] = ok && k0 + e >= 0 && k0 + e < K ? uint32_t(__ldg(wbits + k0 + e)) : 0u;
-              wv[u][0] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+              wv[u][0] = pack8(h);
             }
           } else {
 #pragma unroll
@@ -170,7 +175,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
                 const int64_t kk = kb - o + e;
                 h[e] = ok && (!SHIFT || (kk >= 0 && kk < K)) ? uint32_t(__ldg(xbits + m * p.sx_r + kk * p.sx_k)) : 0u;
               }
-              xv[u][m] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+              xv[u][m] = pack8(h);
             }
           }
         }
@@ -320,7 +325,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_rows_kernel(const Params p) {
 #pragma unroll
         for (int e = 0; e < 8; ++e)
           h[e] = row < p.wr && k0 + e >= 0 && k0 + e < K ? uint32_t(__ldg(wbits + k0 + e)) : 0u;
-        wv[j][v] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+        wv[j][v] = pack8(h);
       }
     }
   }
@@ -347,7 +352,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_rows_kernel(const Params p) {
 #pragma unroll
             for (int e = 0; e < 8; ++e)
               h[e] = k0 + e >= 0 && k0 + e < K ? uint32_t(__ldg(xm + int64_t(k0 + e) * p.sx_k)) : 0u;
-            xv[m] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+            xv[m] = pack8(h);
           }
         }
         float wf[8];

@@ -729,14 +729,11 @@ void run_variants(const VariantsOptions& o) {
     std::string extra;
     if (shape) {
       // The GEMV family's CTAs follow its row groups and their K split (gemv_launch: by the SM
-      // count; without a GPU, unsplit), not a tile grid.
-      const int64_t gemv_rows = c.max_n > 0 ? shape->m : shape->n;
-      const double ctas =
-          c.family != kernels::Family::kGemv ? kernels::cta_count(c, shape->m, shape->n)
-          : dev ? kernels::gemv_launch(c, shape->m, shape->n, shape->k,
-                                       kernels::nominal_device_model(dev->sm_count, dev->cc_major * 10 + dev->cc_minor))
-                      .ctas
-                : std::ceil(double(gemv_rows) / c.bn);
+      // count; without a GPU, an unknown count splits nothing), not a tile grid.
+      const kernels::DeviceModel gm =
+          kernels::nominal_device_model(dev ? dev->sm_count : 0, dev ? dev->cc_major * 10 + dev->cc_minor : 0);
+      const double ctas = c.family == kernels::Family::kGemv ? kernels::gemv_launch(c, shape->m, shape->n, shape->k, gm).ctas
+                                                             : kernels::cta_count(c, shape->m, shape->n);
       const std::string waves = resident > 0 ? strf("%.2f", ctas / resident) : "-";
       extra = strf(" %6.0f %6s %12s", ctas, waves.c_str(), ceil ? human_us(r.predicted).c_str() : "-");
     }
