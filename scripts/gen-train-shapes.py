@@ -7,6 +7,7 @@ alone:
     python3 scripts/gen-train-shapes.py decode > data/shapes/decode-train.txt
     python3 scripts/gen-train-shapes.py fill > data/shapes/fill-train.txt
     python3 scripts/gen-train-shapes.py layers > data/shapes/layers-train.txt
+    python3 scripts/gen-train-shapes.py thin > data/shapes/thin-train.txt
 
 Both are regular grids in (log M, log N, log K), disjoint from the benchmark set
 data/shapes/offgrid.txt (its shapes are left out; the unit tests
@@ -32,6 +33,13 @@ grid's, where neighbours were tuned with tiles that divide evenly. Per model: th
 projection, the output projection, the MLP's (gate+)up and down projections, with M in
 {1, 2, 4, 8, 16, 24, 32}; a layer whose (N, K) is also a decode (N, K) of the benchmark set is
 left out, so that the benchmark keeps measuring widths the tuner never saw.
+
+thin: short K (8 to 64) under outputs of every size. The other sets' K starts at 96 (fill) or 256
+(decode), so a problem such as 10568x160x32 or 10080x24x8, whose time is writing C, met only
+neighbours with long K loops and took their tiles (H100: 1.4-1.8x the best kforge variant's time).
+M and N each in {16, 64, 256, 1024, 4096, 16384}, K in {8, 16, 32, 64}: both decode regimes
+(M or N <= 32) and the rest. Tuned in graph mode (TUNE_MODE=graph), where launch costs do not
+hide the kernels' differences.
 
 The order is shuffled with a fixed seed, so that a tune cut short by its budget leaves holes spread
 over the set rather than a missing corner.
@@ -101,10 +109,16 @@ def fill_shapes():
     return [(m, n, k, "cell centre") for m in sizes for n in sizes for k in sizes]
 
 
+def thin_shapes():
+    sizes = (16, 64, 256, 1024, 4096, 16384)
+    return [(m, n, k, "short K") for m in sizes for n in sizes for k in (8, 16, 32, 64)]
+
+
 SETS = {
     "decode": (decode_shapes, "Decode shapes (M or N <= 32)"),
     "fill": (fill_shapes, "Shapes between the grid's sizes"),
     "layers": (layer_shapes, "Decode token counts on other LLMs' layers"),
+    "thin": (thin_shapes, "Short-K shapes (K 8 to 64, outputs of every size)"),
 }
 
 

@@ -14,7 +14,7 @@
 #           table holds the grid and the three training sets: TUNE_SHAPES=data/shapes/decode-train.txt
 #           (TUNE_VARIANTS=0 TUNE_RETUNE=1: 89 s), data/shapes/fill-train.txt (16 variants: 44 s) and
 #           data/shapes/layers-train.txt (TUNE_VARIANTS=0: 85 s), each with TUNE_STALE=0 unless the
-#           grid should be measured again too
+#           grid should be measured again too; data/shapes/thin-train.txt (short K) with TUNE_MODE=graph
 #   threads the exported C API from eight fresh host threads x 1,000 calls over mixed shapes, every
 #           output checked in fp64 (GpuTest.EightHostThreads*), its per-call host cost past 16
 #           problems (GpuTest.ApiHostCost*), then the dispatcher's odd shapes (threads.log)
@@ -395,7 +395,8 @@ if has offgrid; then
   # offgrid.log (both halves' output), offgrid-summary.txt.
   og=$build/offgrid
   rm -rf "$og"; mkdir -p "$og"
-  grep -v '^#' data/shapes/offgrid.txt | sed 's/#.*//; s/ *$//' | grep -v '^$' >"$og/all.txt"
+  # OFFGRID_SHAPES: another shape file (e.g. a part of the set for an A/B in a short call).
+  grep -v '^#' "${OFFGRID_SHAPES:-data/shapes/offgrid.txt}" | sed 's/#.*//; s/ *$//' | grep -v '^$' >"$og/all.txt"
   # OFFGRID_PARTS=N: N interleaved parts instead of two (a short call measures the first only).
   parts=${OFFGRID_PARTS:-2}
   names=(); for ((i = 0; i < parts; i++)); do names+=("$(printf "\\x$(printf %x $((97 + i)))")"); done
@@ -485,7 +486,9 @@ if has tune; then
   [ ! -f "$out/dispatch-table.json" ] && [ -n "$from" ] && cp "$from" "$out/dispatch-table.json"
   stale=(); [ "${TUNE_STALE:-1}" = 1 ] && stale=(--retune-stale)
   [ "${TUNE_RETUNE:-0}" = 1 ] && stale=(--retune)
-  /usr/bin/time -f "tune wall %e s" timeout 560 $kf hgemm tune --shapes "${TUNE_SHAPES:-grid}" --layouts nn,tn \
+  # TUNE_MODE (offline) decides the winners: graph for data/shapes/thin-train.txt, whose calls are
+  # a few microseconds (offline, the launch hides the kernels' differences).
+  /usr/bin/time -f "tune wall %e s" timeout 560 $kf hgemm tune --shapes "${TUNE_SHAPES:-grid}" --layouts nn,tn --mode "${TUNE_MODE:-offline}" \
     --budget "${TUNE_BUDGET:-480}" --baselines "${TUNE_BASELINES:-ours_all}" --max-variants "${TUNE_VARIANTS:-8}" \
     "${stale[@]}" "${runoff[@]}" --samples 3 --out "$out/dispatch-table.json" --db "$out/runs.db" --variants-out "$out/tune-variants.csv" 2>&1 | tail -15 || true
 fi

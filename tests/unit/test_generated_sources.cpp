@@ -5,6 +5,7 @@
 //   data/shapes/decode-train.txt  <- scripts/gen-train-shapes.py decode
 //   data/shapes/fill-train.txt    <- scripts/gen-train-shapes.py fill
 //   data/shapes/layers-train.txt  <- scripts/gen-train-shapes.py layers
+//   data/shapes/thin-train.txt    <- scripts/gen-train-shapes.py thin
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,6 +92,11 @@ TEST(GeneratedSources, LayerTrainingShapesMatchTheirGenerator) {
   for (const auto& b : bench)
     if (b[0] <= 32)
       for (const auto& t : train) EXPECT_FALSE(t[1] == b[1] && t[2] == b[2]) << t[0] << "x" << t[1] << "x" << t[2];
+}
+
+TEST(GeneratedSources, ThinTrainingShapesMatchTheirGenerator) {
+  // Short K under outputs of every size: K from 8 to 64, where the other sets have no entry.
+  expect_training_set("thin", 140, [](long long, long long, long long k) { return k >= 8 && k <= 64; });
 }
 
 TEST(GeneratedSources, FillTrainingShapesMatchTheirGenerator) {
