@@ -17,8 +17,9 @@
 //     buffer read at kt-1, which the copies issued right after it overwrite).
 //   * When a row is not 16-byte aligned (K % 8 for A / TN-B, N % 8 for NN-B) or a base pointer is
 //     not 16-byte aligned, the run() dispatcher launches the kGeneric instantiation of the same
-//     kernel, which (per operand, decided at run time) replaces the cp.async by element-wise
-//     guarded 2-byte global loads packed into 16-byte shared stores. Same pipeline otherwise.
+//     kernel, which (per operand, decided at run time) replaces the cp.async by guarded global
+//     loads packed into 16-byte shared stores: 8-byte or 4-byte loads where a chunk's address
+//     allows (K % 4 or K % 2 == 0), else element by element. Same pipeline otherwise.
 //   * Each warp owns a WM x WN (= BM/WARPS_M x BN/WARPS_N) sub-tile: MI = WM/16 A fragments
 //     (ldmatrix.x4) and NI = WN/8 B fragments (ldmatrix.x4[.trans], two n8 tiles per x4) per
 //     k16 step, and MI*NI mma.sync.m16n8k16.row.col (f32 or f16 accumulators per ACC).
@@ -51,8 +52,8 @@
 //     3 = (k 8-15, n 8-15) = b1 of n-tile 1.  Lane address: k = L % 16, n = (L / 16) * 8.
 //
 // Limitations: base pointers must be at least 2-byte aligned (fp16); run() returns
-// kRunUnsupported otherwise. The generic (unaligned) path is correct but slower: its element-wise
-// loads are synchronous.
+// kRunUnsupported otherwise. The generic (unaligned) path is correct but slower: its loads are
+// synchronous, and element-wise where rows are 2-byte aligned only.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -145,11 +146,22 @@ __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   return v;
 }
 
-// Element-wise guarded load of 8 consecutive halves src[0..7] (only those with col + j < limit,
-// and none when !row_ok; the others read as 0), packed for one 16-byte shared store.
+// Guarded load of 8 consecutive halves src[0..7] (only those with col + j < limit, and none when
+// !row_ok; the others read as 0), packed for one 16-byte shared store. A chunk wholly inside its
+// row whose address is 8- or 4-byte aligned (rows of K % 4 == 0 or K % 2 == 0 elements) is read
+// as two 8-byte or four 4-byte loads; the rest element by element (8 loads per chunk).
 __device__ __forceinline__ uint4 load8_guarded(const __half* src, bool row_ok, int64_t col, int64_t limit) {
   uint32_t w[4] = {0u, 0u, 0u, 0u};
   if (row_ok) {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(src);
+    if (col + 8 <= limit && (addr & 7u) == 0) {
+      const uint2 x = __ldg(reinterpret_cast<const uint2*>(src)), y = __ldg(reinterpret_cast<const uint2*>(src) + 1);
+      return make_uint4(x.x, x.y, y.x, y.y);
+    }
+    if (col + 8 <= limit && (addr & 3u) == 0) {
+      const unsigned int* s = reinterpret_cast<const unsigned int*>(src);
+      return make_uint4(__ldg(s), __ldg(s + 1), __ldg(s + 2), __ldg(s + 3));
+    }
     const unsigned short* s = reinterpret_cast<const unsigned short*>(src);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {

@@ -57,8 +57,10 @@ void verify_at_odd_offsets(const kernels::KernelVariant& v, const Shape& sh, cud
 }
 
 // N odd (rows alternately 4-byte aligned), N % 8 == 2 and 6, K % 8 != 0 or tiny, partial tiles.
+// Rows of K % 4 == 0 and N % 4 == 0 (382x388x100, 8-byte aligned: the sm_80 family's two-load
+// chunks) and K % 2 == 0 (200x131x70, 130x66x200 nn B: four-load chunks) beside odd ones.
 const Shape kUnaligned[] = {{200, 131, 70}, {97, 1001, 33}, {130, 66, 200}, {403, 7053, 4}, {89, 55, 1},
-                            {65, 518, 129}, {257, 3521, 3}};
+                            {65, 518, 129}, {257, 3521, 3}, {382, 388, 100}};
 
 // Every fp16 variant that `pick` selects, verified on each shape of kUnaligned (seed `seed`).
 void verify_unaligned_rows(bool (*pick)(const kernels::KernelVariant&), uint64_t seed, const char* what) {
