@@ -60,8 +60,7 @@
 #           the twenty-fourth session; the offgrid-kernels stage verifies them. KFORGE_HGEMM_DECODE_TAIL=0: without
 #           the cost model's wave rule for decode tiles, KFORGE_HGEMM_SWAP=0: without the swapped-role decode
 #           tiles, both on by default since the twenty-fifth session; KFORGE_HGEMM_GEMV=0: without the
-#           GEMV-like family's dispatch rule, on by default since the thirtieth session;
-#           KFORGE_HGEMM_GEMV_ROWS=1: with its short-row variants, off by default)
+#           GEMV-like family's dispatch rule, on by default since the thirtieth session)
 #   gatecost the same verdicts (offline and server) with every batch gated and without
 #           (KFORGE_JUDGE_GATE_EVERY_BATCH), at 64^3, 256x256x8192 and 2048^3
 #   devices eval hgemm of the honest corpus on one device, then on every device (--devices all), with

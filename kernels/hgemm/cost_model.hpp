@@ -88,12 +88,6 @@ struct DeviceModel {
   // went 0.924 -> 1.129 of cuBLASLt); the dispatcher clears it under KFORGE_HGEMM_GEMV=0. (The tuner
   // measures and verifies the family as any other, and a tuned entry naming it is used.)
   bool gemv = true;
-  // ... and its short-row variants (KernelConfig::row_lanes: a row of W held whole by a few lanes,
-  // K + 7 <= 8 x lanes x vectors) may take rows too short for a warp each (dispatch.hpp,
-  // gemv_choice). Off: their first two versions measured behind the other families on every probe
-  // problem (H100, thirty-first session), the third (RG groups of rows per warp) is not yet run on a
-  // GPU; the dispatcher sets it under KFORGE_HGEMM_GEMV_ROWS=1.
-  bool gemv_rows = false;
   bool operator==(const DeviceModel&) const = default;  // every field (the dispatcher's memo key)
 };
 
@@ -277,8 +271,7 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
   GemvLaunch l;
   l.rows_per_warp = r;
   l.groups = (rows + r - 1) / r;
-  // Short rows (row_lanes > 0): RG x 32 / row_lanes rows per warp (bn / warps), K never split.
-  if (c.row_lanes == 0) l.split = gemv_split(l.groups, k, std::max(1, d.sms), k % 8 == 0, warps, d.cc >= 90);
+  l.split = gemv_split(l.groups, k, std::max(1, d.sms), k % 8 == 0, warps, d.cc >= 90);
   l.ctas = std::ceil(double(l.groups) * l.split.groups / warps) * l.split.splits;
   return l;
 }
@@ -304,18 +297,6 @@ inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int
   const double sms = std::max(1, d.sms);
   const bool swap = c.max_n > 0;
   const int64_t rows = swap ? m : n, small = swap ? n : m;
-  if (c.row_lanes > 0) {
-    // Short rows: CTAs of bn rows in rounds of what fits, each a launch and one memory latency
-    // (every load of W in flight at once) plus, per vector a lane holds (of each of its groups of
-    // rows), X's eight elements per row of X. Not yet fitted: first guesses, to be fitted on a probe.
-    const GemvLaunch l = gemv_launch(c, m, n, k, d);
-    const double res = resident > 0 ? double(resident) : 2.0 * sms;
-    const double groups = double(l.rows_per_warp) * c.row_lanes / 32.0;  // RG
-    const double vectors = groups * std::ceil(std::ceil((k + 7) / 8.0) / c.row_lanes);
-    const double chain = std::ceil(l.ctas / res) * (1.6 + vectors * (0.1 + 0.1 * double(small)));
-    const double bytes = 2.0 * (double(rows) * k + double(small) * k + double(m) * n);
-    return std::max(chain, bytes / (0.8 * bytes_per_us(d)));
-  }
   const bool vec = k % 8 == 0;  // W's rows (A, or a tn B) are K-contiguous either way
   const bool x_gathered = swap && c.b_rows_n && small > 1;  // X: K rows of N, read along K
   const GemvLaunch l = gemv_launch(c, m, n, k, d);

@@ -51,7 +51,6 @@ struct ModelSwitches {
   bool decode_uniform = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
   bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
   bool gemv = !env_is("KFORGE_HGEMM_GEMV", "0");
-  bool gemv_rows = env_is("KFORGE_HGEMM_GEMV_ROWS", "1");
   // -1: the DeviceModel's own.
   double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
   double decode_wave_us = env_number("KFORGE_HGEMM_DECODE_WAVE_US", 0.0, 100.0, -1.0);
@@ -67,7 +66,6 @@ struct ModelSwitches {
     if (!decode_uniform) d.decode_uniform = false;
     if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
     if (!gemv) d.gemv = false;
-    if (gemv_rows) d.gemv_rows = true;
     if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
     if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;
     if (decode_slice_us >= 0) d.decode_slice_us = decode_slice_us;
@@ -479,8 +477,7 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 // path (16-byte loads of W: K % 8 == 0, or, one row per warp, the shifted path; the small operand's
 // elements contiguous along K: tn, or an nn B of one column), K is at least kGemvMinK and the
 // prediction at most kGemvMaxUs (kGemvMaxUnalignedUs at K % 8 != 0) (and DeviceModel::gemv is
-// set); with DeviceModel::gemv_rows its short-row variants too, from K = kGemvRowsMinK and with any
-// number of rows; else nullptr.
+// set); else nullptr.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
   if (!d.gemv || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
   size_t count = 0;
@@ -490,13 +487,6 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
   for (size_t i = 0; i < count; ++i) {
     const KernelVariant& v = all[i];
     if (v.config.family != Family::kGemv || !runs_on(v, d.cc) || !v.supports(&p)) continue;
-    if (v.config.row_lanes > 0) {
-      // Short rows (DeviceModel::gemv_rows): past the small-K family's K, any number of rows.
-      if (!d.gemv_rows || p.k < kGemvRowsMinK) continue;
-      const double us = predicted_us(v, p, d, dev);
-      if (us < best_us) best_us = us, best = &v;
-      continue;
-    }
     if (p.k < kGemvMinK) continue;
     const GemvLaunch l = gemv_launch(v.config, p.m, p.n, p.k, d);
     // K % 8 != 0: only one row per warp (R = 1) reads W as 16-byte vectors (shifted); R = 4 goes

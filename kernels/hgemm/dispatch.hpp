@@ -156,11 +156,6 @@ inline constexpr double kGemvMaxUs = 4.0;
 // Hopper tile the model puts at 8.8 that measured 4.0.)
 inline constexpr double kGemvMaxUnalignedUs = 12.0;
 inline constexpr double kGemvMargin = 0.8;
-// The short-row variants (KernelConfig::row_lanes: a row of W held whole by a few lanes, for rows
-// too short for a warp each: 3x10507x161 took 16 us on a warp per row, H100, against cuBLASLt's
-// 3.8) compete in gemv_choice from K = kGemvRowsMinK (below it the small-K family's outer products),
-// with any number of rows, only where DeviceModel::gemv_rows is set (KFORGE_HGEMM_GEMV_ROWS=1).
-inline constexpr int64_t kGemvRowsMinK = 9;
 // The stream-K variants (KernelConfig::stream_k) are chosen off the table (the cost model's choice,
 // the large shapes' relatives of a neighbour) only where DeviceModel::stream_k is set: resolve() sets
 // it under KFORGE_HGEMM_STREAMK=1, off by default: measured on the H200 (twenty-third session),

@@ -275,133 +275,15 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
 #endif
 }
 
-// Short rows (GemvRows, KernelConfig::row_lanes = L): the whole row of W in the registers of L
-// lanes, so no K loop, no shared memory and no barrier. A warp holds 32 / L rows at a time and RG
-// such groups of rows, every load of W for all of them issued before the first is used (the bytes
-// in flight per SM: with one group, 8 x 4-lane rows of 64 elements per warp, 1x50000x64 took 6.6 us
-// in four rounds of CTAs, each a memory latency and a CTA's launch; cuBLASLt 3.1, H100). A row is
-// read as the aligned 16-byte vectors that cover it (starting o elements into the first: any
-// alignment), vector i of the row by lane i % L, V per lane. The neighbouring rows' elements are
-// masked to zero and a vector that would reach outside W is read element by element (as the
-// shifted path). X's eight elements beside each vector of W are loaded together before any is
-// used: one 16-byte load where they are contiguous and aligned (X's row starts at the same offset
-// as W's), else element by element (L1 hits; loaded one at a time beside their FMAs they made a
-// chain of L1 latencies: 8x8x16 4.4 us against the K-looping variants' 2.1). The L lanes' sums meet
-// in log2(L) shuffles; lane j % L of the row stores output j.
-template <int MT, int L, int V, int RG, int WARPS, kforge_hgemm_dtype DT>
-__global__ void __launch_bounds__(WARPS * 32) gemv_rows_kernel(const Params p) {
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  using E = Elem<DT>;
-  using T = typename E::T;
-  static_assert(L >= 2 && L <= 32 && (L & (L - 1)) == 0 && V >= 1 && RG >= 1, "lanes per row: a power of two");
-  constexpr int kRowsPerGroup = 32 / L;
-  const int xr = int(p.xr);
-  const T* w = static_cast<const T*>(p.w);
-  T* c = static_cast<T*>(p.c);
-  const unsigned short* xbits = static_cast<const unsigned short*>(p.x);
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, sub = lane & (L - 1);
-  // Group j of this warp: rows base + j * kRowsPerGroup + lane / L (a warp's rows are contiguous).
-  const int64_t base = (int64_t(blockIdx.x) * WARPS + warp) * RG * kRowsPerGroup + lane / L;
-  const int K = int(p.k);  // at most 8 x L x V - 7 (supports)
-  const int64_t total = p.wr * K;  // W's elements
-  skinny::detail::grid_dependency_wait();
-  uint4 wv[RG][V];
-  int off[RG];
-#pragma unroll
-  for (int j = 0; j < RG; ++j) {
-    const int64_t row = base + j * kRowsPerGroup;
-    const T* wrow = w + row * K;
-    const unsigned short* wbits = reinterpret_cast<const unsigned short*>(wrow);
-    const int o = int((reinterpret_cast<uintptr_t>(wrow) >> 1) & 7u);
-    off[j] = o;
-    const int64_t at = row * K;  // the row's first element in W
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const int k0 = (sub + v * L) * 8 - o;  // the row's element at the vector's start
-      if (row < p.wr && k0 < K && at + k0 >= 0 && at + k0 + 8 <= total) {
-        wv[j][v] = __ldg(reinterpret_cast<const uint4*>(wrow + k0));
-      } else {
-        uint32_t h[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          h[e] = row < p.wr && k0 + e >= 0 && k0 + e < K ? uint32_t(__ldg(wbits + k0 + e)) : 0u;
-        wv[j][v] = pack8(h);
-      }
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < RG; ++j) {
-    const int64_t row = base + j * kRowsPerGroup;
-    float acc[MT];
-#pragma unroll
-    for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
-    if (row < p.wr) {
-#pragma unroll
-      for (int v = 0; v < V; ++v) {
-        const int k0 = (sub + v * L) * 8 - off[j];
-        if (k0 >= K) break;  // this lane's later vectors are past the row too
-        uint4 xv[MT];
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          if (m >= xr) break;
-          const unsigned short* xm = xbits + m * p.sx_r;
-          if (p.sx_k == 1 && k0 >= 0 && k0 + 8 <= K && (reinterpret_cast<uintptr_t>(xm + k0) & 15u) == 0) {
-            xv[m] = __ldg(reinterpret_cast<const uint4*>(xm + k0));
-          } else {
-            uint32_t h[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e)
-              h[e] = k0 + e >= 0 && k0 + e < K ? uint32_t(__ldg(xm + int64_t(k0 + e) * p.sx_k)) : 0u;
-            xv[m] = pack8(h);
-          }
-        }
-        float wf[8];
-        unpack8<T>(wv[j][v], wf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e)  // the neighbouring rows' elements (an infinity times zero is NaN)
-          if (k0 + e < 0 || k0 + e >= K) wf[e] = 0.0f;
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          if (m >= xr) break;
-          float xf[8];
-          unpack8<T>(xv[m], xf);
-          float s = acc[m];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) s = fmaf(wf[e], xf[e], s);
-          acc[m] = s;
-        }
-      }
-    }
-    // Every lane takes part (rows past W's end with zeros): the row's L lanes are an aligned group.
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      if (m >= xr) break;
-#pragma unroll
-      for (int d = L / 2; d > 0; d >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], d);
-    }
-    if (row < p.wr)
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m >= xr) break;
-        if ((m & (L - 1)) == sub) c[int64_t(m) * p.c_x + row * p.c_w] = E::from(acc[m]);
-      }
-  }
-#else
-  (void)p;
-  __trap();
-#endif
-}
-
 // A GEMV variant's configuration: small side mt (of C's columns with swap, else its rows), bn rows
-// of W per CTA, bk elements of K per warp block (or per row, with row_lanes lanes holding it).
-constexpr KernelConfig gemv_config(int mt, int bn, int bk, int warps, bool swap, bool nn, int row_lanes) {
+// of W per CTA, bk elements of K per warp block.
+constexpr KernelConfig gemv_config(int mt, int bn, int bk, int warps, bool swap, bool nn) {
   KernelConfig c{};
   c.family = Family::kGemv;
   c.bm = mt;
   c.bn = bn;
   c.bk = bk;
   c.consumers = warps;
-  c.row_lanes = row_lanes;
   c.max_m = swap ? 0 : mt;
   c.max_n = swap ? mt : 0;
   c.b_rows_n = nn;
@@ -455,7 +337,7 @@ struct Gemv {
 
   static constexpr KernelConfig config() {
     // bn: rows of W per CTA with G = 1 (R per warp); bk: elements of K per warp block (16-byte loads).
-    return detail::gemv_config(MT, R * WARPS, 256, WARPS, SWAP, L == KFORGE_HGEMM_NN, 0);
+    return detail::gemv_config(MT, R * WARPS, 256, WARPS, SWAP, L == KFORGE_HGEMM_NN);
   }
 
   static bool supports(const kforge_hgemm_problem* p) {
@@ -494,47 +376,6 @@ struct Gemv {
     if constexpr (R == 1)
       if (shift) kernel = kernel_ptr<true, false, true>();
     return skinny::detail::launch_clustered(kernel, grid, dim3(kThreads), 0, stream, pdl, unsigned(sp.splits), prm);
-  }
-};
-
-// The short-row variant (gemv_rows_kernel): M <= MT (tn only) or, SWAP, N <= MT (either layout),
-// K + 7 <= L x 8 x V (a row's covering vectors, L lanes with V each), any 2-byte aligned pointers;
-// RG groups of 32 / L rows per warp.
-template <int MT, int L, int V, int RG, int WARPS, bool SWAP, kforge_hgemm_layout LAYOUT, kforge_hgemm_acc ACC,
-          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
-struct GemvRows {
-  static_assert(MT >= 1 && MT <= 16 && WARPS >= 1 && WARPS <= 32 && (WARPS & (WARPS - 1)) == 0, "GEMV tile");
-  static_assert(SWAP || LAYOUT == KFORGE_HGEMM_TN, "small M: tn only (nn B's rows run along N)");
-  static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16: fp32 accumulation only");
-  static constexpr kforge_hgemm_dtype kDtype = DT;
-  static constexpr int kThreads = WARPS * 32;
-  static constexpr int kRowsPerCta = WARPS * RG * (32 / L);
-  static constexpr int64_t kMaxK = int64_t(8) * L * V - 7;
-  static constexpr bool kXRowsK = !SWAP || LAYOUT == KFORGE_HGEMM_TN;
-
-  static constexpr KernelConfig config() {
-    // bn: rows of W per CTA; bk: elements a row's lanes cover (K + 7 at most).
-    return detail::gemv_config(MT, kRowsPerCta, 8 * L * V, WARPS, SWAP, LAYOUT == KFORGE_HGEMM_NN, L);
-  }
-
-  static bool supports(const kforge_hgemm_problem* p) {
-    return detail::gemv_serves(p, LAYOUT, ACC, DT, SWAP, MT, kMaxK, kRowsPerCta);
-  }
-
-  static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
-
-  static auto kernel_ptr() { return detail::gemv_rows_kernel<MT, L, V, RG, WARPS, DT>; }
-
-  static int resident_ctas() { return resident_plain_ctas(kernel_ptr(), kThreads, 0); }
-
-  static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
-    if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
-    DeviceAttrs d;
-    if (const int rc = plain_call_checks(args, &d)) return rc;
-    const detail::Params prm = detail::gemv_params<SWAP, kXRowsK>(*args);
-    const dim3 grid(unsigned((prm.wr + kRowsPerCta - 1) / kRowsPerCta));
-    const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
-    return skinny::detail::launch(kernel_ptr(), grid, dim3(kThreads), 0, stream, pdl, prm);
   }
 };
 

@@ -105,17 +105,6 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
 #define KF_GEMV_ROWS(A, AN, DT, MT, R, W)                                                               \
   KF_GEMV(KFORGE_HGEMM_TN, A, "tn", AN, DT, "m", false, MT, R, W)                                      \
   KF_GEMV(KFORGE_HGEMM_NN, A, "nn", AN, DT, "n", true, MT, R, W) KF_GEMV(KFORGE_HGEMM_TN, A, "tn", AN, DT, "n", true, MT, R, W)
-// Short rows (gemv_gemm.cuh GemvRows): L lanes per row of W holding all of it, V vectors of 8 each
-// (K + 7 <= 8 x L x V), RG groups of rows per warp, W warps per CTA; the three rows of one
-// configuration as above.
-#define KF_GEMV_SHORT(L, A, LN, AN, DT, SIDE, SWAP, MT, LANES, V, RG, W)                                      \
-  entry<gemv::GemvRows<MT, LANES, V, RG, W, SWAP, L, A, DT>>("gemv_" LN "_" AN "_" SIDE KF_STR(MT) "_l" KF_STR(LANES) \
-                                                             "x" KF_STR(V) "_g" KF_STR(RG) "_w" KF_STR(W),          \
-                                                             L, A),
-#define KF_GEMV_SHORT_ROWS(A, AN, DT, MT, LANES, V, RG, W)                                                   \
-  KF_GEMV_SHORT(KFORGE_HGEMM_TN, A, "tn", AN, DT, "m", false, MT, LANES, V, RG, W)                          \
-  KF_GEMV_SHORT(KFORGE_HGEMM_NN, A, "nn", AN, DT, "n", true, MT, LANES, V, RG, W)                           \
-  KF_GEMV_SHORT(KFORGE_HGEMM_TN, A, "tn", AN, DT, "n", true, MT, LANES, V, RG, W)
 
 // Shorthands of the tables, one configuration for both B layouts. fp16, fp32 accumulation (the
 // tuned space) and fp16 accumulation (a smaller space: correct and reasonably fast, not a

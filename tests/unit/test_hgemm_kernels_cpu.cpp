@@ -62,18 +62,10 @@ TEST(HgemmKernels, VariantTableIsWellFormed) {
     // Each variant serves only its own layout, accumulation and dtype.
     const kforge_hgemm_problem other_layout = prob(256, 256, 256, v.layout == KFORGE_HGEMM_NN ? KFORGE_HGEMM_TN : KFORGE_HGEMM_NN, v.acc, v.dtype);
     EXPECT_FALSE(v.supports(&other_layout)) << v.name;
-    // Padded twins serve only K or N not a multiple of 8; small-K variants K up to their max_k only,
-    // short-row GEMV variants K up to bk - 7 (a row's covering vectors).
-    const int64_t row_k = v.config.row_lanes > 0 ? v.config.bk - 7 : 0;
-    const int64_t k_ok = v.config.max_k > 0 ? v.config.max_k : v.config.pad ? 250 : row_k > 0 ? row_k : 256;
+    // Padded twins serve only K or N not a multiple of 8; small-K variants K up to their max_k only.
+    const int64_t k_ok = v.config.max_k > 0 ? v.config.max_k : v.config.pad ? 250 : 256;
     const kforge_hgemm_problem mine = prob(m_ok, n_ok, k_ok, v.layout, v.acc, v.dtype);
     EXPECT_TRUE(v.supports(&mine)) << v.name;
-    EXPECT_TRUE(v.config.row_lanes == 0 || v.config.family == kernels::Family::kGemv) << v.name;
-    if (row_k > 0) {
-      EXPECT_EQ(v.config.bn % (v.config.consumers * (32 / v.config.row_lanes)), 0) << v.name;  // whole groups of rows
-      const kforge_hgemm_problem longer = prob(m_ok, n_ok, row_k + 1, v.layout, v.acc, v.dtype);
-      EXPECT_FALSE(v.supports(&longer)) << v.name;
-    }
     EXPECT_EQ(v.config.max_k > 0, v.config.family == kernels::Family::kSmallK) << v.name;
     if (v.config.max_k > 0) {
       const kforge_hgemm_problem deeper = prob(m_ok, n_ok, v.config.max_k + 1, v.layout, v.acc, v.dtype);
@@ -139,10 +131,6 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
       EXPECT_EQ(twin->workspace_size(&even), 0u);
     } else if (all[i].config.pad) {
       EXPECT_EQ(kernels::padded_twin(all[i]), nullptr);
-    } else if (all[i].config.row_lanes > 0) {  // short-row GEMV: K + 7 <= bk only, odd or not
-      const kforge_hgemm_problem odd_short = prob(m, n, all[i].config.bk - 9, all[i].layout, all[i].acc, all[i].dtype);
-      EXPECT_TRUE(all[i].supports(&odd_short)) << all[i].name;
-      EXPECT_TRUE(all[i].supports(&odd_n) || all[i].config.bk - 7 < 64) << all[i].name;
     } else if (all[i].config.max_k == 0) {  // (small-K variants: K <= max_k only, odd or not)
       EXPECT_TRUE(all[i].supports(&odd_k)) << all[i].name;
       EXPECT_TRUE(all[i].supports(&odd_n)) << all[i].name;
@@ -871,37 +859,6 @@ TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
   const kernels::DispatchEntry tuned[] = {{1, 1, 65536, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "skinny_tn_f32_m8x64x128_w4_s4"}};
   const kernels::Dispatcher d(tuned, 1);
   EXPECT_EQ(d.resolve(prob(1, 1, 65536), h, -1).how, kernels::Choice::How::kTable);
-}
-
-// The GEMV family's short-row variants (KernelConfig::row_lanes) are off the dispatch by default
-// (measured behind, thirty-first session); with DeviceModel::gemv_rows (KFORGE_HGEMM_GEMV_ROWS=1)
-// the model may choose one for many short rows, past the small-K family's K and within its K bound,
-// and their launch is bn rows per CTA, K never split.
-TEST(HgemmKernels, ShortRowGemvVariantsOnlyWhereSwitchedOn) {
-  const kernels::Dispatcher none(nullptr, 0);
-  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
-  EXPECT_FALSE(h.gemv_rows);
-  using Mnk = std::tuple<int64_t, int64_t, int64_t>;
-  const Mnk shapes[] = {{3, 10507, 161}, {1, 50000, 64}, {9744, 8, 208}, {2, 20000, 13}, {8, 8, 16}};
-  for (auto [m, n, k] : shapes) {
-    const kernels::Choice c = none.resolve(prob(m, n, k), h, -1);
-    ASSERT_NE(c.variant, nullptr);
-    EXPECT_EQ(c.variant->config.row_lanes, 0) << m << "x" << n << "x" << k << ": " << c.variant->name;
-  }
-  h.gemv_rows = true;
-  const kernels::Choice on = none.resolve(prob(3, 10507, 161), h, -1);
-  ASSERT_NE(on.variant, nullptr);
-  EXPECT_GT(on.variant->config.row_lanes, 0) << on.variant->name;  // its first-guess model: well ahead
-  EXPECT_EQ(on.how, kernels::Choice::How::kGemv);
-  EXPECT_LE(161 + 7, on.variant->config.bk);
-  const kernels::GemvLaunch l = kernels::gemv_launch(on.variant->config, 3, 10507, 161, h);
-  EXPECT_EQ(l.split.groups, 1);
-  EXPECT_EQ(l.split.splits, 1);
-  EXPECT_DOUBLE_EQ(l.ctas, std::ceil(10507.0 / on.variant->config.bn));
-  // Below the small-K family's K (8) the outer products keep it.
-  const kernels::Choice tiny = none.resolve(prob(2, 20000, 7), h, -1);
-  ASSERT_NE(tiny.variant, nullptr);
-  EXPECT_EQ(tiny.variant->config.row_lanes, 0) << tiny.variant->name;
 }
 
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
