@@ -9,7 +9,7 @@ alone:
     python3 scripts/gen-train-shapes.py layers > data/shapes/layers-train.txt
     python3 scripts/gen-train-shapes.py thin > data/shapes/thin-train.txt
 
-Both are regular grids in (log M, log N, log K), disjoint from the benchmark set
+Each is disjoint from the benchmark set
 data/shapes/offgrid.txt (its shapes are left out; the unit tests
 GeneratedSources.*TrainingShapesMatchTheirGenerator check), so that the off-grid benchmark keeps
 measuring shapes the tuner never saw.

@@ -11,7 +11,7 @@
 #           TUNE_STALE, TUNE_RETUNE, TUNE_BUDGET, TUNE_VARIANTS, TUNE_SHAPES, TUNE_BASELINES); copy the
 #           result back. TUNE_RETUNE=1 measures TUNE_SHAPES again even where the table is current
 #           (with TUNE_VARIANTS=0: every variant, e.g. on the shapes a grid run lost). The shipped
-#           table holds the grid and the three training sets: TUNE_SHAPES=data/shapes/decode-train.txt
+#           table holds the grid and the four training sets: TUNE_SHAPES=data/shapes/decode-train.txt
 #           (TUNE_VARIANTS=0 TUNE_RETUNE=1: 89 s), data/shapes/fill-train.txt (16 variants: 44 s) and
 #           data/shapes/layers-train.txt (TUNE_VARIANTS=0: 85 s), each with TUNE_STALE=0 unless the
 #           grid should be measured again too; data/shapes/thin-train.txt (short K) with TUNE_MODE=graph
