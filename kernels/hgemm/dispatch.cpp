@@ -479,7 +479,7 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 // prediction at most kGemvMaxUs (kGemvMaxUnalignedUs at K % 8 != 0) (and DeviceModel::gemv is
 // set); else nullptr.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
-  if (!d.gemv || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
+  if (!d.gemv || p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
   size_t count = 0;
   const KernelVariant* all = variants(&count);
   const KernelVariant* best = nullptr;
@@ -487,7 +487,6 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
   for (size_t i = 0; i < count; ++i) {
     const KernelVariant& v = all[i];
     if (v.config.family != Family::kGemv || !runs_on(v, d.cc) || !v.supports(&p)) continue;
-    if (p.k < kGemvMinK) continue;
     const GemvLaunch l = gemv_launch(v.config, p.m, p.n, p.k, d);
     // K % 8 != 0: only one row per warp (R = 1) reads W as 16-byte vectors (shifted); R = 4 goes
     // element by element, 2-3x slower.

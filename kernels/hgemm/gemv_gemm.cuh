@@ -290,17 +290,6 @@ constexpr KernelConfig gemv_config(int mt, int bn, int bk, int warps, bool swap,
   return c;
 }
 
-// Whether a GEMV variant of layout l, accumulation acc, dtype dt and small side mt (of C's columns
-// with swap, else its rows) serves `p`: K up to max_k, and a grid of rows_per_cta rows per CTA
-// that fits.
-inline bool gemv_serves(const kforge_hgemm_problem* p, kforge_hgemm_layout l, kforge_hgemm_acc acc,
-                        kforge_hgemm_dtype dt, bool swap, int mt, int64_t max_k, int64_t rows_per_cta) {
-  if (p == nullptr || p->layout != l || p->acc != acc || p->dtype != dt) return false;
-  const int64_t small = swap ? p->n : p->m, streamed = swap ? p->m : p->n;
-  if (p->m < 1 || p->n < 1 || p->k < 1 || small > mt || p->k > max_k) return false;
-  return (streamed + rows_per_cta - 1) / rows_per_cta <= 0x7fffffff;
-}
-
 // The kernels' parameters for a call: X, W and C's strides by the roles (SWAP: A streamed; XROWSK:
 // X's rows K-contiguous).
 template <bool SWAP, bool XROWSK>
@@ -341,7 +330,10 @@ struct Gemv {
   }
 
   static bool supports(const kforge_hgemm_problem* p) {
-    return detail::gemv_serves(p, L, ACC, DT, SWAP, MT, int64_t(1) << 40, 1);  // rows per CTA >= 1: the grid fits
+    if (p == nullptr || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
+    const int64_t small = SWAP ? p->n : p->m, streamed = SWAP ? p->m : p->n;
+    if (p->m < 1 || p->n < 1 || p->k < 1 || small > MT) return false;
+    return streamed <= 0x7fffffff && p->k <= (int64_t(1) << 40);  // rows per CTA >= 1: the grid fits
   }
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
