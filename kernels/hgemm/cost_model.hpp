@@ -88,6 +88,10 @@ struct DeviceModel {
   // went 0.924 -> 1.129 of cuBLASLt); the dispatcher clears it under KFORGE_HGEMM_GEMV=0. (The tuner
   // measures and verifies the family as any other, and a tuned entry naming it is used.)
   bool gemv = true;
+  // Dispatch step 2 on tiny short-K problems with many outputs (dispatch.hpp, kShortVoteK): the nearest entries vote
+  // for their own winners instead of the model ranking the proposals (it prices them alike there).
+  // On by default; the dispatcher clears it under KFORGE_HGEMM_SHORTK_VOTE=0, for A/B runs.
+  bool short_k_vote = true;
   bool operator==(const DeviceModel&) const = default;  // every field (the dispatcher's memo key)
 };
 

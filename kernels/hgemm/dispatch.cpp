@@ -51,6 +51,7 @@ struct ModelSwitches {
   bool decode_uniform = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
   bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
   bool gemv = !env_is("KFORGE_HGEMM_GEMV", "0");
+  bool short_k_vote = !env_is("KFORGE_HGEMM_SHORTK_VOTE", "0");
   // -1: the DeviceModel's own.
   double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
   double decode_wave_us = env_number("KFORGE_HGEMM_DECODE_WAVE_US", 0.0, 100.0, -1.0);
@@ -66,6 +67,7 @@ struct ModelSwitches {
     if (!decode_uniform) d.decode_uniform = false;
     if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
     if (!gemv) d.gemv = false;
+    if (!short_k_vote) d.short_k_vote = false;
     if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
     if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;
     if (decode_slice_us >= 0) d.decode_slice_us = decode_slice_us;
@@ -320,8 +322,28 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
     near.push_back({dist, v, &c});
   }
   if (near.empty()) return nullptr;
-  // The nearest entry and those within the radius of it, each variant once; at most 16 proposals.
   std::sort(near.begin(), near.end(), [](const Near& a, const Near& b) { return a.dist < b.dist; });
+  // Tiny short-K problems with many outputs (kShortVoteK): the entries near it vote for their own
+  // winners.
+  const double radius_end = nearest + neighbour_radius() * (1 + 1e-12) + 1e-12;
+  if (d.short_k_vote && d.cc == 90 && !small_m && !small_n && p.k <= kShortVoteK && p.k % 8 == 0 && p.n % 8 == 0 &&
+      2.0 * double(p.m) * double(p.n) * double(p.k) < kShortVoteFlop && double(p.m) * double(p.n) >= kShortVoteOutputs) {
+    std::vector<std::pair<const KernelVariant*, double>> votes;
+    for (const Near& x : near) {
+      if (x.dist > radius_end) break;
+      if (x.v != x.c->v) continue;  // a padded twin: the entry's winner does not serve this problem
+      const double w = 1.0 / std::max(x.dist, 0.05);
+      const auto it = std::find_if(votes.begin(), votes.end(), [&](const auto& q) { return q.first == x.v; });
+      if (it != votes.end()) it->second += w;
+      else votes.push_back({x.v, w});
+    }
+    const KernelVariant* most = nullptr;
+    double most_w = 0;
+    for (const auto& [v, w] : votes)  // in order of distance: a tie keeps the nearer
+      if (w > most_w) most_w = w, most = v;
+    if (most) return most;
+  }
+  // The nearest entry and those within the radius of it, each variant once; at most 16 proposals.
   // Each proposal with the factor that calibrates the model to its nearest entry's measurement
   // (1 where the entry holds none, or calibration is off).
   struct Proposal {
@@ -332,7 +354,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   bool padded = false;
   const bool calibrate = neighbour_calibration();
   for (const Near& x : near) {
-    if (x.dist > nearest + neighbour_radius() * (1 + 1e-12) + 1e-12) break;
+    if (x.dist > radius_end) break;
     if (std::find_if(proposals.begin(), proposals.end(), [&](const Proposal& q) { return q.v == x.v; }) != proposals.end())
       continue;
     double scale = 1.0;

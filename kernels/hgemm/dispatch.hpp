@@ -156,6 +156,22 @@ inline constexpr double kGemvMaxUs = 4.0;
 // Hopper tile the model puts at 8.8 that measured 4.0.)
 inline constexpr double kGemvMaxUnalignedUs = 12.0;
 inline constexpr double kGemvMargin = 0.8;
+// Step 2 on tiny short-K problems with many outputs: K at most kShortVoteK (two K tiles of 64),
+// under kShortVoteFlop, at least kShortVoteOutputs elements of C, rows 16-byte multiples (K and
+// N % 8 == 0), neither decode regime, on sm_90. There the cost model prices every Hopper tile
+// alike (the launch floor and the bytes: 2.9 us for each at 10568x160x32) while the tiles measured
+// 3.4-6.5 us (H100, graph mode): storing the output is what differs between them, and the model does
+// not see it. So the calibrations of whichever entries were near decided: 64 x 256 ping-pong (5.2
+// us) over 128 x 64 ping-pong (3.5), which four of the eight nearest entries had won. Instead each
+// entry within the neighbour radius of the nearest votes for its own winner with weight 1 /
+// distance, and the most voted variant is taken (DeviceModel::short_k_vote;
+// KFORGE_HGEMM_SHORTK_VOTE=0 turns it off). Measured on an H100 (thirty-third session, graph mode,
+// each side at its faster layout, against cuBLASLt auto-tuned): 10568x160x32 0.66 -> 0.98,
+// 2560x2024x16 0.62 -> 0.89, 3960x328x72 0.65 -> 0.71, 3008x1408x64 1.00 -> 0.84; on smaller
+// outputs (64x192x64 to 192x4800x128) the vote lost 0.0-0.2 us on six of seven, hence the floor.
+inline constexpr int64_t kShortVoteK = 128;
+inline constexpr double kShortVoteFlop = 1e9;
+inline constexpr double kShortVoteOutputs = 1 << 20;
 // The stream-K variants (KernelConfig::stream_k) are chosen off the table (the cost model's choice,
 // the large shapes' relatives of a neighbour) only where DeviceModel::stream_k is set: resolve() sets
 // it under KFORGE_HGEMM_STREAMK=1, off by default: measured on the H200 (twenty-third session),

@@ -1295,6 +1295,46 @@ TEST(HgemmKernels, NeighboursAreCalibratedOnTheirMeasuredTimes) {
   EXPECT_STREQ(kernels::Dispatcher(one, 2).resolve(p, h, -1).variant->name, decode);
 }
 
+// Tiny short-K problems: the model prices the Hopper tiles alike, so the near entries vote for their
+// own winners (1 / distance each) rather than their calibrations deciding. The entries are the
+// shipped table's around 10568x160x32 (H100, graph mode: 128 x 64 ping-pong 3.9 us there, 64 x 256
+// ping-pong 5.2, 128 x 128 5.1).
+TEST(HgemmKernels, ShortKProblemsTakeTheirNeighboursMostVotedWinner) {
+  const char* pp64 = "sm90_tn_f32_128x64_s8_c2_k1_g8_pp";
+  const char* wide = "sm90_tn_f32_64x256_s4_c2_k1_g8_pp";
+  const char* square = "sm90_tn_f32_128x128_s6_c2_k1_g8_true";
+  for (const char* v : {pp64, wide, square}) ASSERT_NE(kernels::find_variant(v), nullptr) << v;
+  const kernels::DispatchEntry t[] = {
+      {16384, 256, 32, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, square, KFORGE_HGEMM_F16, 5.13},
+      {12288, 128, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp64, KFORGE_HGEMM_F16, 3.34},
+      {16384, 128, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp64, KFORGE_HGEMM_F16, 3.39},
+      {8192, 256, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp64, KFORGE_HGEMM_F16, 3.35},
+      {16384, 256, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, wide, KFORGE_HGEMM_F16, 1.0}};
+  const kernels::Dispatcher d(t, 5);
+  const kernels::DeviceModel on = kernels::nominal_device_model(132, 90);
+  kernels::DeviceModel off = on;
+  off.short_k_vote = false;
+  const kforge_hgemm_problem p = prob(10568, 160, 32);
+  // Three entries of the five won with 128 x 64 ping-pong; the last entry's time (1 us, far below
+  // the others) would decide by calibration.
+  const kernels::Choice c = d.resolve(p, on, -1);
+  EXPECT_EQ(c.how, kernels::Choice::How::kNeighbour);
+  EXPECT_STREQ(c.variant->name, pp64);
+  EXPECT_STREQ(d.resolve(p, off, -1).variant->name, wide);
+  // Only the entries within the neighbour radius of the nearest vote: alone, the nearest decides
+  // against two farther ones.
+  const kernels::DispatchEntry near_far[] = {
+      {10568, 160, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, square, KFORGE_HGEMM_F16, 5.0},
+      {1024, 16, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp64, KFORGE_HGEMM_F16, 3.0},
+      {1024, 32, 64, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, pp64, KFORGE_HGEMM_F16, 3.0}};
+  EXPECT_STREQ(kernels::Dispatcher(near_far, 3).resolve(p, on, -1).variant->name, square);
+  // Outside the regime the vote is not taken: K past kShortVoteK, past kShortVoteFlop, or fewer
+  // outputs than kShortVoteOutputs.
+  for (const kforge_hgemm_problem q : {prob(10568, 160, 2 * kernels::kShortVoteK), prob(10568, 8192, 64), prob(4096, 160, 32)}) {
+    EXPECT_STREQ(d.resolve(q, on, -1).variant->name, d.resolve(q, off, -1).variant->name) << q.m << "x" << q.n << "x" << q.k;
+  }
+}
+
 // The tuner's preselection keeps each family's best-predicted quarter of the budget: on a decode
 // shape the Hopper tiles and the decode family are both measured, whichever the model prefers.
 TEST(HgemmKernels, TunerMeasuresEveryFamilysBestPredicted) {
