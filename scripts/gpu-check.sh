@@ -50,7 +50,9 @@
 #           offgrid-probe.csv, offgrid-probe-variants.csv, offgrid-probe.log
 #   ncu-shapes  Nsight Compute sections (speed of light, launch, occupancy, memory, warp stalls,
 #           executed instructions: tiny kernels lose on instruction count and fetch) of ours as
-#           dispatched and of cuBLASLt's heuristic kernel on NCU_SHAPES (tn), NCU_LAUNCHES each (~60 s)
+#           dispatched and of cuBLASLt's heuristic kernel on NCU_SHAPES (NCU_LAYOUT, default tn), NCU_LAUNCHES
+#           each (~60 s); NCU_KERNEL (a regex over demangled kernel names) profiles that kforge variant instead,
+#           NCU_SECTIONS adds ncu options (e.g. "--section SourceCounters"), NCU_LINES (60) the lines shown each
 #   offgrid ours (tuned table, nearest-neighbour dispatch off it) vs cuBLASLt auto-tuned on the 229
 #           off-grid shapes of data/shapes/offgrid.txt, offline and graph, both layouts, each side
 #           at its faster one: the even-numbered half first, then the odd half if OFFGRID_BUDGET
@@ -376,13 +378,16 @@ if has ncu-shapes; then
   for s in $NCU_SHAPES; do
     for side in ours lt_heur; do
       if [ $side = ours ]; then k='regex:sm90::|skinny::|sm80::|smallk::|gemv::'; else k='regex:^(?!.*(sm90::|skinny::|sm80::|smallk::|gemv::|kforge)).*'; fi
+      # NCU_KERNEL (a regex over demangled names, e.g. 'sm80_hgemm_kernel<64, 64, 32'): profile that
+      # variant of kforge's, whichever the dispatcher picks (every variant runs: ours_all).
+      base=$side; [ $side = ours ] && [ -n "${NCU_KERNEL:-}" ] && { k="regex:$NCU_KERNEL"; base=ours_all; }
       timeout 150 "$ncu_bin" --clock-control none --kernel-name-base demangled -k "$k" --launch-skip 2 -c "${NCU_LAUNCHES:-2}" \
         --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
-        --section WarpStateStats --section InstructionStats \
-        $kf hgemm bench --shapes "$s" --layouts tn --baselines $side --no-db --samples 1 --warmup 1 --check-samples 16 \
+        --section WarpStateStats --section InstructionStats --section SchedulerStats ${NCU_SECTIONS:-} \
+        $kf hgemm bench --shapes "$s" --layouts "${NCU_LAYOUT:-tn}" --baselines $base --no-db --samples 1 --warmup 1 --check-samples 16 \
         >"$out/ncu-$s-$side.txt" 2>&1 || echo "ncu on $s $side: rc $?"
       grep -E "^  [^ ].*\(|Duration|DRAM Throughput|Memory Throughput|Grid Size|Cluster Size|Block Size|Registers Per|Dynamic Shared|Achieved Occupancy|Theoretical Occupancy|L2 Hit Rate|Waves Per SM|Compute \(SM\) Throughput|Executed Instructions  |Warp Cycles Per Issued" \
-        "$out/ncu-$s-$side.txt" | cut -c1-160 | head -60
+        "$out/ncu-$s-$side.txt" | cut -c1-160 | head -"${NCU_LINES:-60}" || true
     done
   done
 fi
