@@ -38,6 +38,7 @@ const KernelVariant kVariantsBf16[] = {
     // sm_80 family: Ampere, unaligned pointers and the shapes no other bf16 variant serves.
     KF_SM80_BF16(128, 128, 32, 2, 2, 4)
     KF_SM80_BF16(64, 64, 32, 2, 2, 4)
+    KF_SM80_BF16(32, 32, 32, 2, 2, 4)  // tiny unaligned problems (variants_small.cu)
 
     // Decode family: M <= 8, 16, 32 and N <= 8, 16, 32.
     KF_SKINNY_BF16(8, 128, 64, 4, 6)

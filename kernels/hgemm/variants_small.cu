@@ -26,6 +26,11 @@ const KernelVariant kVariantsSmall[] = {
     KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 128, 128, 32, 2, 2, 4)
     KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 64, 64, 32, 2, 2, 4)
     KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 64, 64, 1, 2, 4)
+    // Tiny problems with rows that are not 16-byte multiples: four warps of 16 x 16 each, a quarter
+    // of 64 x 64's instructions per warp and four times its CTAs (Nsight Compute, H100, 382x387x100
+    // tn on 64 x 64: 42 CTAs of ~1,900 instructions a warp at 6.4 cycles each, 9.0 us; cuBLASLt's
+    // 32 x 32 align-1 kernel: 192 CTAs of ~760, 5.3 us).
+    KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F32, "f32", 32, 32, 32, 2, 2, 4)
     KF_SM80_LAYOUTS(KFORGE_HGEMM_ACC_F16, "f16", 64, 64, 32, 2, 2, 4)
 
     // Decode family (M <= 8, 16, 32): B streamed once, split-K filling the device in one wave.
