@@ -469,15 +469,26 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   const double k_per = std::ceil(double(k) / c.splitk / 64.0) * 64.0;
   const double tflops = d.tensor_tflops > 0 ? d.tensor_tflops : sms;
   double tile_us = 2.0 * area * k_per / (tflops * 1e6 / sms * eff);
-  // The sm_80 family on rows that are not 16-byte multiples (A's when K % 8; B's when K or N % 8,
-  // taken as either layout here) loads those operands element by element into registers before
-  // each K tile's shared store, so the loads are neither pipelined nor hidden under the mma: a
-  // CTA's time adds its guarded elements at ~0.6 per ns per warp. Measured on the H200 (issue 18):
-  // 543x351x1099 on 32x64 tiles of 2 warps 69 us (0.8 per ns per warp), 4095x4097x4093 on 128x128
-  // tiles of 4 warps, 2 CTAs per SM, 62 TFLOP/s (0.5). Guarded loads past K are skipped.
-  if (c.family == Family::kSm80 && (k % 8 != 0 || n % 8 != 0)) {
-    const double guarded_rows = (k % 8 != 0 ? double(c.bm) : 0.0) + double(c.bn);
-    tile_us += guarded_rows * double(k) / (600.0 * std::max(1, c.consumers));
+  // The sm_80 family on rows that are not 16-byte multiples (A's when K % 8; B's when K % 8 in tn,
+  // N % 8 in nn: KernelConfig::b_rows_n) loads those operands into registers before each K tile's
+  // shared store, so the loads are neither pipelined nor hidden under the mma: a CTA's time adds its
+  // guarded elements at 0.5 per ns per warp, a third faster where the rows are 4- or 8-byte
+  // multiples (two or four elements per load); and where C's rows are not 16-byte multiples (N % 8)
+  // its epilogue stores element pairs, 0.02 us per pair per thread. Fitted on an H100 (thirty-third
+  // session, graph mode, every sm_80 variant on 11 unaligned problems under 1e8 FLOP x tn and nn, 88
+  // times, with their resident CTAs): mean |log error| 0.23 -> 0.14 against the layout-blind charge
+  // of ~0.6 elements per ns per warp that charged B in tn at N % 8 (130x66x200 tn, K % 8 == 0: 32 x
+  // 32 measured 2.7 us, predicted 4.9; now 2.3), fitted on the H200 before (543x351x1099 on 32x64
+  // tiles 69 us, 4095x4097x4093 on 128x128, 62 TFLOP/s). Guarded loads past K are skipped.
+  if (c.family == Family::kSm80) {
+    const auto per_load = [](int64_t extent) { return extent % 2 == 0 ? 1.5 : 1.0; };
+    const int64_t b_extent = c.b_rows_n ? n : k;
+    double guarded = 0;
+    if (k % 8 != 0) guarded += double(c.bm) * double(k) / per_load(k);
+    if (b_extent % 8 != 0) guarded += double(c.bn) * double(k) / per_load(b_extent);
+    const int warps = std::max(1, c.consumers);
+    tile_us += guarded / (500.0 * warps);
+    if (n % 8 != 0) tile_us += 0.02 * double(c.bm) * double(c.bn) / 2.0 / (32.0 * warps);
   }
   // fp16: each input read once, the output written once; C rows that are not 16-byte multiples
   // (N % 8) are stored in 2- and 4-byte pieces, charged as twice their bytes.

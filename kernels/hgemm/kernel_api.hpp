@@ -39,7 +39,7 @@ struct KernelConfig {
   int multicast = 1;           // sm90: CTAs of a cluster along M sharing each B tile through TMA multicast
   bool pad = false;            // sm90: rows that are not 16-byte multiples (K or N % 8 != 0) re-pitched into the workspace
   bool pad_b_k = false;        // sm90 padded, tn: B's rows run along K (re-pitched when K % 8 != 0; nn: when N % 8 != 0)
-  bool b_rows_n = false;       // skinny and GEMV, nn: B's rows run along N (the skinny generic path follows N % 8, else K % 8)
+  bool b_rows_n = false;       // skinny, GEMV and sm_80, nn: B's rows run along N (their generic paths follow N % 8, else K % 8)
   bool splitk_auto = false;    // skinny: the split count is chosen per problem (auto_splits), splitk is its maximum
   int max_m = 0;               // skinny: the largest M served (0: any M)
   int max_n = 0;               // skinny, swapped roles (A streamed): the largest N served (0: any N)

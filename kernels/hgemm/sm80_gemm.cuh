@@ -572,6 +572,7 @@ struct Gemm {
     c.splitk = 1;
     c.group_m = Traits::kGroupM;
     c.persistent = false;
+    c.b_rows_n = L == KFORGE_HGEMM_NN;  // the cost model's generic-path charge: which rows are unaligned
     return c;
   }
 
