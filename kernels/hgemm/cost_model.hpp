@@ -475,8 +475,8 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // guarded elements at 0.5 per ns per warp, a third faster where the rows are 4- or 8-byte
   // multiples (two or four elements per load); and where C's rows are not 16-byte multiples (N % 8)
   // its epilogue stores element pairs, 0.02 us per pair per thread. Fitted on an H100 (thirty-third
-  // session, graph mode, every sm_80 variant on 11 unaligned problems under 1e8 FLOP x tn and nn, 88
-  // times, with their resident CTAs): mean |log error| 0.23 -> 0.14 against the layout-blind charge
+  // session, graph mode, every sm_80 variant on 13 unaligned problems under 1e9 FLOP x tn and nn,
+  // 104 times, with their resident CTAs): mean |log error| 0.26 -> 0.16 against the layout-blind charge
   // of ~0.6 elements per ns per warp that charged B in tn at N % 8 (130x66x200 tn, K % 8 == 0: 32 x
   // 32 measured 2.7 us, predicted 4.9; now 2.3), fitted on the H200 before (543x351x1099 on 32x64
   // tiles 69 us, 4095x4097x4093 on 128x128, 62 TFLOP/s). Guarded loads past K are skipped.
@@ -489,6 +489,11 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
     const int warps = std::max(1, c.consumers);
     tile_us += guarded / (500.0 * warps);
     if (n % 8 != 0) tile_us += 0.02 * double(c.bm) * double(c.bn) / 2.0 / (32.0 * warps);
+    // Without guarded rows the cp.async pipeline keeps STAGES - 1 K tiles in flight, and a CTA on
+    // a few SMs waits ~0.4 us of memory latency per STAGES - 1 tiles (255x997x584 tn, K % 8 == 0,
+    // only C unaligned: 32 x 32 ran 8.1 us where the charge above put it at 3.4).
+    if (guarded == 0)
+      tile_us += 0.4 * std::ceil(double(k) / std::max(1, c.bk)) / double(std::max(1, c.stages - 1));
   }
   // fp16: each input read once, the output written once; C rows that are not 16-byte multiples
   // (N % 8) are stored in 2- and 4-byte pieces, charged as twice their bytes.
