@@ -472,13 +472,13 @@ inline double predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t 
   // The sm_80 family on rows that are not 16-byte multiples (A's when K % 8; B's when K % 8 in tn,
   // N % 8 in nn: KernelConfig::b_rows_n) loads those operands into registers before each K tile's
   // shared store, so the loads are neither pipelined nor hidden under the mma: a CTA's time adds its
-  // guarded elements at 0.5 per ns per warp, a third faster where the rows are 4- or 8-byte
-  // multiples (two or four elements per load); and where C's rows are not 16-byte multiples (N % 8)
+  // guarded elements at 0.5 per ns per warp, 1.5x that where the rows are 4- or 8-byte multiples
+  // (two or four elements per load); and where C's rows are not 16-byte multiples (N % 8)
   // its epilogue stores element pairs, 0.02 us per pair per thread. Fitted on an H100 (thirty-third
   // session, graph mode, every sm_80 variant on 13 unaligned problems under 1e9 FLOP x tn and nn,
   // 104 times, with their resident CTAs): mean |log error| 0.26 -> 0.16 against the layout-blind charge
   // of ~0.6 elements per ns per warp that charged B in tn at N % 8 (130x66x200 tn, K % 8 == 0: 32 x
-  // 32 measured 2.7 us, predicted 4.9; now 2.3), fitted on the H200 before (543x351x1099 on 32x64
+  // 32 measured 2.7 us, predicted 4.9; now 3.3), fitted on the H200 before (543x351x1099 on 32x64
   // tiles 69 us, 4095x4097x4093 on 128x128, 62 TFLOP/s). Guarded loads past K are skipped.
   if (c.family == Family::kSm80) {
     const auto per_load = [](int64_t extent) { return extent % 2 == 0 ? 1.5 : 1.0; };

@@ -160,8 +160,8 @@ inline constexpr double kGemvMargin = 0.8;
 // under kShortVoteFlop, at least kShortVoteOutputs elements of C, rows 16-byte multiples (K and
 // N % 8 == 0), neither decode regime, on sm_90. There the cost model prices every Hopper tile
 // alike (the launch floor and the bytes: 2.9 us for each at 10568x160x32) while the tiles measured
-// 3.4-6.5 us (H100, graph mode): storing the output is what differs between them, and the model does
-// not see it. So the calibrations of whichever entries were near decided: 64 x 256 ping-pong (5.2
+// 3.4-6.5 us (H100, graph mode): most likely in how they store the output, which the model does not
+// price per tile. So the calibrations of whichever entries were near decided: 64 x 256 ping-pong (5.2
 // us) over 128 x 64 ping-pong (3.5), which four of the eight nearest entries had won. Instead each
 // entry within the neighbour radius of the nearest votes for its own winner with weight 1 /
 // distance, and the most voted variant is taken (DeviceModel::short_k_vote;
