@@ -688,11 +688,6 @@ TEST(HgemmKernels, CostModelTracksTheWholeKProbe) {
   EXPECT_GT(pick(3, 10507, 161, "tn"), kernels::kWholeKMaxUs);
 }
 
-// The decode family's generic path (rows not 16-byte multiples: element-wise loads, the pipeline
-// serialised) against the probe: its variants' times on the unaligned problems of
-// offgrid-variants-h100.csv (K % 8 != 0, or N % 8 != 0 for nn), which the model without the
-// generic charge put 1.7-4.3x too low (3x10507x161 at 2.9 us on every decode tile, measured
-// 7.2-12.3). Mean |log error| 0.14 at the fit (0.54 without).
 // The sm_80 family's generic path (rows that are not 16-byte multiples, loaded through registers),
 // held to the H100 probe its terms were fitted on: which rows are guarded follows the layout (tn: A
 // and B on K % 8; nn: A on K % 8, B on N % 8), rows of even extent are read two or four elements a
@@ -739,6 +734,11 @@ TEST(HgemmKernels, CostModelTracksTheSm80GenericProbe) {
   EXPECT_LT(kernels::predicted_us(tn->config, 382, 384, 100, h, 0), kernels::predicted_us(tn->config, 382, 384, 101, h, 0));
 }
 
+// The decode family's generic path (rows not 16-byte multiples: element-wise loads, the pipeline
+// serialised) against the probe: its variants' times on the unaligned problems of
+// offgrid-variants-h100.csv (K % 8 != 0, or N % 8 != 0 for nn), which the model without the
+// generic charge put 1.7-4.3x too low (3x10507x161 at 2.9 us on every decode tile, measured
+// 7.2-12.3). Mean |log error| 0.14 at the fit (0.54 without).
 TEST(HgemmKernels, CostModelChargesTheDecodeGenericPath) {
   const auto rows = probe_rows("offgrid-variants-h100.csv");  // m,n,k,layout,variant,us
   const kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
