@@ -378,7 +378,8 @@ if has ncu-shapes; then
   for s in $NCU_SHAPES; do
     for side in ours lt_heur; do
       if [ $side = ours ]; then k='regex:sm90::|skinny::|sm80::|smallk::|gemv::'; else k='regex:^(?!.*(sm90::|skinny::|sm80::|smallk::|gemv::|kforge)).*'; fi
-      # NCU_KERNEL (a regex over demangled names, e.g. 'sm80_hgemm_kernel<64, 64, 32'): profile that
+      # NCU_KERNEL (a regex over demangled names, which spell template arguments as '(int)64': e.g.
+      # 'sm80_hgemm_kernel<.int.64, .int.64'): profile that
       # variant of kforge's, whichever the dispatcher picks (every variant runs: ours_all).
       base=$side; [ $side = ours ] && [ -n "${NCU_KERNEL:-}" ] && { k="regex:$NCU_KERNEL"; base=ours_all; }
       timeout 150 "$ncu_bin" --clock-control none --kernel-name-base demangled -k "$k" --launch-skip 2 -c "${NCU_LAUNCHES:-2}" \
