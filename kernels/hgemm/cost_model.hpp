@@ -88,6 +88,10 @@ struct DeviceModel {
   // went 0.924 -> 1.129 of cuBLASLt); the dispatcher clears it under KFORGE_HGEMM_GEMV=0. (The tuner
   // measures and verifies the family as any other, and a tuned entry naming it is used.)
   bool gemv = true;
+  // Within it, the variants holding the small operand in registers (GemvX, K <= x_regs_k): any K
+  // alignment, any number of rows, an nn B (thirty-fourth session). Off until a GPU has verified
+  // and timed them; the dispatcher sets it under KFORGE_HGEMM_GEMVX=1 and clears it under =0.
+  bool gemv_xregs = false;
   // Dispatch step 2 on tiny short-K problems with many outputs (dispatch.hpp, kShortVoteK): the nearest entries vote
   // for their own winners instead of the model ranking the proposals (it prices them alike there).
   // On by default; the dispatcher clears it under KFORGE_HGEMM_SHORTK_VOTE=0, for A/B runs.
@@ -296,8 +300,35 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
 // 0.4 + 0.37 x xr per block (H100, thirtieth session: 2x1x1500 2.1 us, 5x1x3001 3.1, 1x1x65535
 // 5.3, 7x7x20001 7.8-8.8). (Two blocks per lane and X as vectors where its row starts at W's
 // offset measured slower but at the longest K: 2x1x1500 2.8, 1x1x65535 4.6.)
+//
+// X in registers (c.x_regs_k > 0, GemvX): one round of the resident CTAs (else 2 per SM), whose
+// warps step through W's rows RW (= bn / warps) at a time, the next step's loads in flight while
+// this one is summed. A fixed 1.8 us (launch, X's loads) and per step the longer of a memory wait
+// (0.35 us) and the SM's issue of its warps' instructions (per row and lane: a load and a
+// conversion per 32 of K, MT FMAs each, and the reduce-scatter's ~3 x (MT + 4) for MT rows of X);
+// bound below by the bytes. Written before any measurement (thirty-fourth session).
+inline double gemv_xregs_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
+                                      int resident) {
+  const double sms = std::max(1, d.sms);
+  const bool swap = c.max_n > 0;
+  const int64_t rows = swap ? m : n, small = swap ? n : m;
+  const int warps = std::max(1, c.consumers);
+  const int rw = std::max(1, c.bn / warps);
+  const double mt = std::max(1, swap ? c.max_n : c.max_m);
+  const double groups = std::ceil(double(rows) / rw);
+  const double res = resident > 0 ? double(resident) : 2.0 * sms;
+  const double warps_live = std::min(groups, res * warps);
+  const double steps = std::ceil(groups / std::max(1.0, warps_live));
+  const double kpl = std::ceil(double(c.x_regs_k) / 32.0);
+  const double per_row = kpl * (2.0 + mt) + 3.0 * (mt + 4.0);
+  const double issue_us = std::ceil(warps_live / sms) * rw * per_row / 4.0 / 1.7e3;  // 4 schedulers at ~1.7 GHz
+  const double bytes = 2.0 * (double(rows) * k + double(small) * k + double(m) * n);
+  return std::max(1.8 + steps * std::max(0.35, issue_us), bytes / (0.8 * bytes_per_us(d)));
+}
+
 inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                 int resident) {
+  if (c.x_regs_k > 0) return gemv_xregs_predicted_us(c, m, n, k, d, resident);
   const double sms = std::max(1, d.sms);
   const bool swap = c.max_n > 0;
   const int64_t rows = swap ? m : n, small = swap ? n : m;

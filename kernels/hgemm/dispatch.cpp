@@ -51,6 +51,8 @@ struct ModelSwitches {
   bool decode_uniform = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
   bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
   bool gemv = !env_is("KFORGE_HGEMM_GEMV", "0");
+  bool gemv_xregs_on = env_is("KFORGE_HGEMM_GEMVX", "1");
+  bool gemv_xregs_off = env_is("KFORGE_HGEMM_GEMVX", "0");
   bool short_k_vote = !env_is("KFORGE_HGEMM_SHORTK_VOTE", "0");
   // -1: the DeviceModel's own.
   double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
@@ -67,6 +69,8 @@ struct ModelSwitches {
     if (!decode_uniform) d.decode_uniform = false;
     if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
     if (!gemv) d.gemv = false;
+    if (gemv_xregs_on) d.gemv_xregs = true;
+    if (gemv_xregs_off) d.gemv_xregs = false;
     if (!short_k_vote) d.short_k_vote = false;
     if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
     if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;
@@ -501,7 +505,7 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 // prediction at most kGemvMaxUs (kGemvMaxUnalignedUs at K % 8 != 0) (and DeviceModel::gemv is
 // set); else nullptr.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
-  if (!d.gemv || p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) return nullptr;
+  if (!d.gemv) return nullptr;
   size_t count = 0;
   const KernelVariant* all = variants(&count);
   const KernelVariant* best = nullptr;
@@ -509,6 +513,16 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
   for (size_t i = 0; i < count; ++i) {
     const KernelVariant& v = all[i];
     if (v.config.family != Family::kGemv || !runs_on(v, d.cc) || !v.supports(&p)) continue;
+    // X in registers (K <= x_regs_k): loaded once per warp, any alignment, any number of rows (one
+    // round of resident CTAs), an nn B gathered once.
+    if (v.config.x_regs_k > 0) {
+      const int64_t rows = v.config.max_n > 0 ? p.m : p.n;
+      if (!d.gemv_xregs || rows * p.k < kGemvXMinElems) continue;
+      const double us = predicted_us(v, p, d, dev);
+      if (us < best_us) best_us = us, best = &v;
+      continue;
+    }
+    if (p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) continue;
     const GemvLaunch l = gemv_launch(v.config, p.m, p.n, p.k, d);
     // K % 8 != 0: only one row per warp (R = 1) reads W as 16-byte vectors (shifted); R = 4 goes
     // element by element, 2-3x slower.

@@ -156,6 +156,11 @@ inline constexpr double kGemvMaxUs = 4.0;
 // Hopper tile the model puts at 8.8 that measured 4.0.)
 inline constexpr double kGemvMaxUnalignedUs = 12.0;
 inline constexpr double kGemvMargin = 0.8;
+// The GEMV variants holding X in registers (GemvX, K <= their x_regs_k) take part only where the
+// streamed operand has at least kGemvXMinElems elements (rows x K: 1 MB of fp16), the problems they
+// were written for (3x10507x161: the decode family's generic path 8.0 us, cuBLASLt 3.8; H100): on
+// tiny ones the launch decides and the small-K, whole-K and decode tiles were measured there.
+inline constexpr int64_t kGemvXMinElems = int64_t(1) << 19;
 // Step 2 on tiny short-K problems with many outputs: K at most kShortVoteK (two K tiles of 64),
 // under kShortVoteFlop, at least kShortVoteOutputs elements of C, rows 16-byte multiples (K and
 // N % 8 == 0), neither decode regime, on sm_90. There the cost model prices every Hopper tile

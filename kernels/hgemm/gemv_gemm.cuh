@@ -275,6 +275,106 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_kernel(const Params p) {
 #endif
 }
 
+// The sum over the warp's 32 lanes of each of v[0..N) (N a power of two, at most 32), scattered: on
+// return lane L holds in v[0] the sum of v[L / (32 / N)] (every lane of its group of 32 / N holds
+// it). N - 1 + log2(32 / N) shuffles rather than N x 5: each step sends the half of the values the
+// partner keeps and keeps the half it sends. The order of the additions is fixed.
+template <int N>
+__device__ __forceinline__ void warp_reduce_scatter(float (&v)[N], int lane) {
+  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a power of two up to 32");
+  int off = 16;
+#pragma unroll
+  for (int h = N / 2; h >= 1; h /= 2, off /= 2) {
+    const bool upper = (lane & off) != 0;
+#pragma unroll
+    for (int i = 0; i < h; ++i) {
+      const float send = upper ? v[i] : v[i + h];
+      const float keep = upper ? v[i + h] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+    }
+  }
+#pragma unroll
+  for (int o = 16 / N; o > 0; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+}
+
+// X in registers (K <= 32 x KPL): each lane holds X's elements at K index lane + 32 j (j < KPL) of
+// its xr <= MT rows, loaded once; the warps then stream W's rows RW at a time (grid-stride over row
+// groups, the next group's loads issued before this one's sums), element by element: a warp's
+// load is 64 contiguous bytes of a row, at any alignment, so K % 8 != 0 costs nothing extra and
+// no element of X is loaded twice. Each row's xr dot products meet in warp_reduce_scatter; lane
+// m x (32 / MT) stores C's element of X row m. No shared memory, no barrier, no workspace.
+template <int MT, int KPL, int RW, int WARPS, kforge_hgemm_dtype DT>
+__global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  using E = Elem<DT>;
+  using T = typename E::T;
+  const int xr = int(p.xr);
+  const int K = int(p.k);
+  const T* x = static_cast<const T*>(p.x);
+  const unsigned short* w = static_cast<const unsigned short*>(p.w);
+  T* c = static_cast<T*>(p.c);
+  const int lane = threadIdx.x & 31;
+  const int64_t groups = (p.wr + RW - 1) / RW;
+  const int64_t step = int64_t(gridDim.x) * WARPS;
+  int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
+  skinny::detail::grid_dependency_wait();
+  if (g >= groups) return;
+  float xf[MT][KPL];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int j = 0; j < KPL; ++j) {
+      const int kk = lane + 32 * j;
+      xf[m][j] = m < xr && kk < K ? E::to(x[m * p.sx_r + int64_t(kk) * p.sx_k]) : 0.0f;
+    }
+  // W's raw bits of group `gg`: row gg * RW + r, K index lane + 32 j; zero outside W.
+  auto load = [&](int64_t gg, unsigned short (&v)[RW][KPL]) {
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      const int64_t row = gg * RW + r;
+      const unsigned short* wr = w + row * K;
+#pragma unroll
+      for (int j = 0; j < KPL; ++j) {
+        const int kk = lane + 32 * j;
+        v[r][j] = row < p.wr && kk < K ? __ldg(wr + kk) : static_cast<unsigned short>(0);
+      }
+    }
+  };
+  unsigned short next[RW][KPL];
+  load(g, next);
+  for (; g < groups; g += step) {
+    unsigned short cur[RW][KPL];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+      for (int j = 0; j < KPL; ++j) cur[r][j] = next[r][j];
+    if (g + step < groups) load(g + step, next);
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      float acc[MT];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) acc[m] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < KPL; ++j) {
+        T e;
+        if constexpr (DT == KFORGE_HGEMM_F16) e = __ushort_as_half(cur[r][j]);
+        else e = __ushort_as_bfloat16(cur[r][j]);
+        const float wf = E::to(e);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) acc[m] = fmaf(wf, xf[m][j], acc[m]);
+      }
+      warp_reduce_scatter<MT>(acc, lane);
+      const int m = lane / (32 / MT);
+      const int64_t row = g * RW + r;
+      if (lane % (32 / MT) == 0 && m < xr && row < p.wr) c[int64_t(m) * p.c_x + row * p.c_w] = E::from(acc[0]);
+    }
+  }
+#else
+  (void)p;
+  __trap();
+#endif
+}
+
 // A GEMV variant's configuration: small side mt (of C's columns with swap, else its rows), bn rows
 // of W per CTA, bk elements of K per warp block.
 constexpr KernelConfig gemv_config(int mt, int bn, int bk, int warps, bool swap, bool nn) {
@@ -368,6 +468,70 @@ struct Gemv {
     if constexpr (R == 1)
       if (shift) kernel = kernel_ptr<true, false, true>();
     return skinny::detail::launch_clustered(kernel, grid, dim3(kThreads), 0, stream, pdl, unsigned(sp.splits), prm);
+  }
+};
+
+// The X-in-registers variant (gemv_xreg_kernel): M <= MT (tn only) or, SWAP, N <= MT (either
+// layout); K <= 32 x KPL; any 2-byte aligned pointers, of its layout, accumulation and dtype. RW
+// rows of W per warp per step, WARPS warps per CTA, as many CTAs as are resident at once (at most
+// one warp per row group).
+template <int MT, int KPL, int RW, int WARPS, bool SWAP, kforge_hgemm_layout L, kforge_hgemm_acc ACC,
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+struct GemvX {
+  static_assert(MT >= 1 && MT <= 32 && (MT & (MT - 1)) == 0 && KPL >= 1 && RW >= 1 && WARPS >= 1 && WARPS <= 32, "GEMV tile");
+  static_assert(SWAP || L == KFORGE_HGEMM_TN, "small M: tn only (nn B's rows run along N)");
+  static_assert(DT == KFORGE_HGEMM_F16 || ACC == KFORGE_HGEMM_ACC_F32, "bf16: fp32 accumulation only");
+  static constexpr kforge_hgemm_dtype kDtype = DT;
+  static constexpr int kThreads = WARPS * 32;
+  static constexpr int kMaxK = 32 * KPL;
+  static constexpr bool kXRowsK = !SWAP || L == KFORGE_HGEMM_TN;
+
+  static constexpr KernelConfig config() {
+    KernelConfig c = detail::gemv_config(MT, RW * WARPS, kMaxK, WARPS, SWAP, L == KFORGE_HGEMM_NN);
+    c.x_regs_k = kMaxK;
+    return c;
+  }
+
+  static bool supports(const kforge_hgemm_problem* p) {
+    if (p == nullptr || p->layout != L || p->acc != ACC || p->dtype != DT) return false;
+    const int64_t small = SWAP ? p->n : p->m;
+    if (p->m < 1 || p->n < 1 || p->k < 1 || small > MT || p->k > kMaxK) return false;
+    return (SWAP ? p->m : p->n) <= (int64_t(1) << 40);
+  }
+
+  static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
+
+  static auto kernel_ptr() { return detail::gemv_xreg_kernel<MT, KPL, RW, WARPS, DT>; }
+
+  static int resident_ctas() { return resident_plain_ctas(kernel_ptr(), kThreads, 0); }
+
+  static int run(const kforge_hgemm_args* args, cudaStream_t stream) {
+    if (args == nullptr || !supports(&args->problem)) return kRunUnsupported;
+    DeviceAttrs d;
+    if (const int rc = plain_call_checks(args, &d)) return rc;
+    detail::Params prm = detail::gemv_params<SWAP, kXRowsK>(*args);
+    prm.groups = 1, prm.splits = 1;
+    const int64_t ctas = (prm.wr + int64_t(RW) * WARPS - 1) / (int64_t(RW) * WARPS);
+    const int64_t grid = std::min<int64_t>(ctas, int64_t(std::max(1, resident_per_sm())) * d.sms);
+    const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
+    return skinny::detail::launch(kernel_ptr(), dim3(unsigned(grid)), dim3(kThreads), 0, stream, pdl, prm);
+  }
+
+ private:
+  // CTAs of this kernel resident per SM on the current device, asked once per device (0 when the
+  // query fails: asked again next time).
+  static int resident_per_sm() {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return (void)cudaGetLastError(), 0;
+    static std::atomic<int> cache[kMaxCachedDevices];
+    const bool cached = dev >= 0 && dev < kMaxCachedDevices;
+    if (cached)
+      if (const int known = cache[dev].load(std::memory_order_relaxed); known > 0) return known;
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_ptr(), kThreads, 0) != cudaSuccess)
+      return (void)cudaGetLastError(), 0;
+    if (cached && per_sm > 0) cache[dev].store(per_sm, std::memory_order_relaxed);
+    return per_sm;
   }
 };
 

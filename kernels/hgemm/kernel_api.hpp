@@ -50,6 +50,7 @@ struct KernelConfig {
   bool stream_k = false;       // sm90: persistent stream-K (stream_k_plan): the last rounds' K loops shared evenly by every CTA
   bool swap_ab = false;        // sm90, tn, M <= max_m: C^T = B^T A^T, B's rows on the wgmma's M side and A's few rows on
                                // its N side (bn = 8..32; bm tiles N), C stored transposed
+  int x_regs_k = 0;            // GEMV: the small operand held in registers, K <= x_regs_k (gemv_gemm.cuh GemvX); 0: streamed
 };
 
 // Whether two configurations are the same kernel but for `pad` (a plain variant and its padded
@@ -59,7 +60,8 @@ inline bool same_but_pad(const KernelConfig& a, const KernelConfig& b) {
          a.consumers == b.consumers && a.splitk == b.splitk && a.group_m == b.group_m && a.persistent == b.persistent &&
          a.pingpong == b.pingpong && a.multicast == b.multicast && a.splitk_auto == b.splitk_auto && a.max_m == b.max_m &&
          a.max_n == b.max_n && a.warps_n == b.warps_n && a.max_k == b.max_k && a.whole_k == b.whole_k &&
-         a.gather_b == b.gather_b && a.stream_k == b.stream_k && a.swap_ab == b.swap_ab;
+         a.gather_b == b.gather_b && a.stream_k == b.stream_k && a.swap_ab == b.swap_ab &&
+         a.x_regs_k == b.x_regs_k;
 }
 
 #if defined(__CUDACC__)

@@ -193,7 +193,7 @@ TEST_F(GpuTest, GemvVariantsPassVerificationOnASweep) {
   Stream s;
   size_t count = 0;
   const kernels::KernelVariant* all = kernels::variants(&count);
-  const int64_t smalls[] = {1, 3, 8}, rows[] = {1, 33, 1000, 10507}, ks[] = {1, 7, 8, 161, 1500, 2048, 2049, 5176, 65535, 65536};
+  const int64_t rows[] = {1, 33, 1000, 10507}, ks[] = {1, 7, 8, 161, 1500, 2048, 2049, 5176, 65535, 65536};
   int verified = 0, failed = 0, offset = 0, variants = 0;
   for (size_t i = 0; i < count; ++i) {
     const kernels::KernelVariant& v = all[i];
@@ -205,9 +205,13 @@ TEST_F(GpuTest, GemvVariantsPassVerificationOnASweep) {
     const Layout l = v.layout == KFORGE_HGEMM_TN ? Layout::kTN : Layout::kNN;
     const Acc acc = v.acc == KFORGE_HGEMM_ACC_F16 ? Acc::kF16 : Acc::kF32;
     const Dtype dt = v.dtype == KFORGE_HGEMM_BF16 ? Dtype::kBF16 : Dtype::kF16;
-    for (const int64_t sm : smalls)
-      for (const int64_t r : rows)
-        for (const int64_t k : ks) {
+    // X in registers (GemvX): K up to x_regs_k only, its rows and lanes' edges around 32 and 256.
+    const int64_t kx = v.config.x_regs_k;
+    // Rows past one round of resident warps (10507, 70001: their grid-stride steps and prefetch).
+    const std::vector<int64_t> kxs{1, 7, 8, 31, 32, 33, 161, kx - 1, kx}, xrows{1, 33, 1000, 10507, 70001};
+    for (const int64_t sm : {int64_t(1), int64_t(3), limit})  // (limit: 8, or 4)
+      for (const int64_t r : kx > 0 ? xrows : std::vector<int64_t>(std::begin(rows), std::end(rows)))
+        for (const int64_t k : kx > 0 ? kxs : std::vector<int64_t>(std::begin(ks), std::end(ks))) {
           if (r * k > (int64_t(1) << 24)) continue;  // the largest: 10507 x 1500, 33 x 65536
           const Shape sh = swap ? Shape{r, sm, k} : Shape{sm, r, k};
           const HgemmProblem p{sh, l, acc, dt};
@@ -221,9 +225,14 @@ TEST_F(GpuTest, GemvVariantsPassVerificationOnASweep) {
         }
     const kforge_hgemm_problem over{swap ? 64 : limit + 1, swap ? limit + 1 : 64, 64, v.layout, v.acc, v.dtype};
     EXPECT_FALSE(v.supports(&over)) << v.name << " takes a side of " << limit + 1;
+    if (kx > 0) {
+      const kforge_hgemm_problem deep{swap ? 64 : 1, swap ? 1 : 64, kx + 1, v.layout, v.acc, v.dtype};
+      EXPECT_FALSE(v.supports(&deep)) << v.name << " takes K = " << kx + 1;
+    }
     if (!fp16_variant(v)) continue;
-    const std::vector<Shape> odd = swap ? std::vector<Shape>{{1001, 3, 64}, {37, 8, 1500}, {5, 1, 161}}
-                                        : std::vector<Shape>{{3, 1001, 64}, {8, 37, 1500}, {1, 5, 161}};
+    const int64_t ko = kx > 0 ? kx - 1 : 1500;
+    const std::vector<Shape> odd = swap ? std::vector<Shape>{{1001, 3, 64}, {37, limit, ko}, {5, 1, 161}}
+                                        : std::vector<Shape>{{3, 1001, 64}, {limit, 37, ko}, {1, 5, 161}};
     for (const Shape& sh : odd) {
       verify_at_odd_offsets(v, sh, s.get());
       ++offset;

@@ -99,7 +99,7 @@ TEST(HgemmKernels, TmaVariantsRefuseUnalignedRowsAndTheSm80FamilyTakesThem) {
     const int64_t m = all[i].config.max_m > 0 ? all[i].config.max_m : 64;
     const int64_t n = all[i].config.max_n > 0 ? all[i].config.max_n : 64;
     const kforge_hgemm_problem odd_k = prob(m, n, 60, all[i].layout, all[i].acc, all[i].dtype);
-    const kforge_hgemm_problem odd_n = prob(m, n - 4, 64, all[i].layout, all[i].acc, all[i].dtype);
+    const kforge_hgemm_problem odd_n = prob(m, n - (n > 4 ? 4 : 1), 64, all[i].layout, all[i].acc, all[i].dtype);
     const kforge_hgemm_problem even = prob(64, 64, 64, all[i].layout, all[i].acc, all[i].dtype);
     if (all[i].config.stream_k) {
       // Stream-K variants: TMA-aligned rows only, no padded twin (their workspace holds partials).
@@ -905,6 +905,33 @@ TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
   const kernels::DispatchEntry tuned[] = {{1, 1, 65536, KFORGE_HGEMM_TN, KFORGE_HGEMM_ACC_F32, "skinny_tn_f32_m8x64x128_w4_s4"}};
   const kernels::Dispatcher d(tuned, 1);
   EXPECT_EQ(d.resolve(prob(1, 1, 65536), h, -1).how, kernels::Choice::How::kTable);
+}
+
+// The GEMV variants with X in registers (GemvX): off by default until measured; when on, they take
+// a short-K problem with a long streamed side at any alignment (3x10507x161, K odd, where the
+// decode family's generic path ran 8.0 us), and never a tiny one (the launch decides there), nor
+// K past their registers.
+TEST(HgemmKernels, DispatcherSendsShortKLongRowsToTheGemvXVariantsWhenOn) {
+  const kernels::Dispatcher none(nullptr, 0);
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  EXPECT_FALSE(h.gemv_xregs);
+  EXPECT_EQ(none.resolve(prob(3, 10507, 161), h, -1).variant->config.x_regs_k, 0) << "(on only when asked)";
+  h.gemv_xregs = true;
+  const kernels::Choice c = none.resolve(prob(3, 10507, 161), h, -1);
+  ASSERT_NE(c.variant, nullptr);
+  EXPECT_EQ(c.how, kernels::Choice::How::kGemv) << c.variant->name;
+  EXPECT_GE(c.variant->config.x_regs_k, 161) << c.variant->name;
+  EXPECT_EQ(c.variant->config.max_m, 4) << c.variant->name;  // M = 3: the 4-row variant, half the FMAs
+  EXPECT_EQ(c.unaligned, c.variant);
+  EXPECT_EQ(c.workspace, 0u);
+  using Mnk = std::tuple<int64_t, int64_t, int64_t, kforge_hgemm_layout>;
+  for (auto [m, n, k, l] : {Mnk{3, 26, 2, KFORGE_HGEMM_TN}, {8, 8, 16, KFORGE_HGEMM_TN}, {2, 1, 100, KFORGE_HGEMM_TN},
+                            {197, 7, 5, KFORGE_HGEMM_TN}, {3, 10507, 257, KFORGE_HGEMM_TN}, {9, 10507, 161, KFORGE_HGEMM_TN},
+                            {3, 10507, 161, KFORGE_HGEMM_NN}}) {
+    const kernels::Choice o = none.resolve(prob(m, n, k, l), h, -1);
+    ASSERT_NE(o.variant, nullptr);
+    EXPECT_EQ(o.variant->config.x_regs_k, 0) << m << "x" << n << "x" << k << ": " << o.variant->name;
+  }
 }
 
 TEST(HgemmKernels, CostModelChargesDecodeTilesTheirLastWave) {
