@@ -89,9 +89,10 @@ struct DeviceModel {
   // measures and verifies the family as any other, and a tuned entry naming it is used.)
   bool gemv = true;
   // Within it, the variants holding the small operand in registers (GemvX, K <= x_regs_k): any K
-  // alignment, any number of rows, an nn B (thirty-fourth session). Off until a GPU has verified
-  // and timed them; the dispatcher sets it under KFORGE_HGEMM_GEMVX=1 and clears it under =0.
-  bool gemv_xregs = false;
+  // alignment, any number of rows, an nn B. On since the thirty-fourth session (the GEMV sweep
+  // passed with them on an H100; 3x10507x161 tn 8.0 -> 5.4 us, the off-grid shape's ratio 0.48 ->
+  // 0.73); the dispatcher clears it under KFORGE_HGEMM_GEMVX=0, for A/B runs.
+  bool gemv_xregs = true;
   // Dispatch step 2 on tiny short-K problems with many outputs (dispatch.hpp, kShortVoteK): the nearest entries vote
   // for their own winners instead of the model ranking the proposals (it prices them alike there).
   // On by default; the dispatcher clears it under KFORGE_HGEMM_SHORTK_VOTE=0, for A/B runs.
@@ -303,10 +304,12 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
 //
 // X in registers (c.x_regs_k > 0, GemvX): one round of the resident CTAs (else 2 per SM), whose
 // warps step through W's rows RW (= bn / warps) at a time, the next step's loads in flight while
-// this one is summed. A fixed 1.8 us (launch, X's loads) and per step the longer of a memory wait
-// (0.35 us) and the SM's issue of its warps' instructions (per row and lane: a load and a
-// conversion per 32 of K, MT FMAs each, and the reduce-scatter's ~3 x (MT + 4) for MT rows of X);
-// bound below by the bytes. Written before any measurement (thirty-fourth session).
+// this one is summed. Each step waits about one memory latency (its loads were issued a step
+// earlier, and a step's sums are short), and the fixed part (launch, X's loads, the first step's
+// W) and each step grow with the rows of X held (MT: FMAs, the reduce-scatter). Fitted on an H100
+// (thirty-fourth session, graph mode, every GemvX variant on 6 problems x both layouts,
+// data/hgemm/probes/gemvx-h100.csv): 1.8 + 0.275 MT us fixed, 0.5 + 0.0625 MT per step
+// (MT = 4: 2.9 + 0.75 per step; MT = 8: 4.0 + 1.0); bound below by the bytes.
 inline double gemv_xregs_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                       int resident) {
   const double sms = std::max(1, d.sms);
@@ -317,13 +320,9 @@ inline double gemv_xregs_predicted_us(const KernelConfig& c, int64_t m, int64_t 
   const double mt = std::max(1, swap ? c.max_n : c.max_m);
   const double groups = std::ceil(double(rows) / rw);
   const double res = resident > 0 ? double(resident) : 2.0 * sms;
-  const double warps_live = std::min(groups, res * warps);
-  const double steps = std::ceil(groups / std::max(1.0, warps_live));
-  const double kpl = std::ceil(double(c.x_regs_k) / 32.0);
-  const double per_row = kpl * (2.0 + mt) + 3.0 * (mt + 4.0);
-  const double issue_us = std::ceil(warps_live / sms) * rw * per_row / 4.0 / 1.7e3;  // 4 schedulers at ~1.7 GHz
+  const double steps = std::ceil(groups / std::max(1.0, res * warps));
   const double bytes = 2.0 * (double(rows) * k + double(small) * k + double(m) * n);
-  return std::max(1.8 + steps * std::max(0.35, issue_us), bytes / (0.8 * bytes_per_us(d)));
+  return std::max(1.8 + 0.275 * mt + steps * (0.5 + 0.0625 * mt), bytes / (0.8 * bytes_per_us(d)));
 }
 
 inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,

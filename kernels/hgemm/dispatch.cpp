@@ -51,8 +51,7 @@ struct ModelSwitches {
   bool decode_uniform = !env_is("KFORGE_HGEMM_DECODE_UNIFORM", "0");
   bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
   bool gemv = !env_is("KFORGE_HGEMM_GEMV", "0");
-  bool gemv_xregs_on = env_is("KFORGE_HGEMM_GEMVX", "1");
-  bool gemv_xregs_off = env_is("KFORGE_HGEMM_GEMVX", "0");
+  bool gemv_xregs = !env_is("KFORGE_HGEMM_GEMVX", "0");
   bool short_k_vote = !env_is("KFORGE_HGEMM_SHORTK_VOTE", "0");
   // -1: the DeviceModel's own.
   double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
@@ -69,8 +68,7 @@ struct ModelSwitches {
     if (!decode_uniform) d.decode_uniform = false;
     if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
     if (!gemv) d.gemv = false;
-    if (gemv_xregs_on) d.gemv_xregs = true;
-    if (gemv_xregs_off) d.gemv_xregs = false;
+    if (!gemv_xregs) d.gemv_xregs = false;
     if (!short_k_vote) d.short_k_vote = false;
     if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
     if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;

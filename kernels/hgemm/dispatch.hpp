@@ -158,8 +158,10 @@ inline constexpr double kGemvMaxUnalignedUs = 12.0;
 inline constexpr double kGemvMargin = 0.8;
 // The GEMV variants holding X in registers (GemvX, K <= their x_regs_k) take part only where the
 // streamed operand has at least kGemvXMinElems elements (rows x K: 1 MB of fp16), the problems they
-// were written for (3x10507x161: the decode family's generic path 8.0 us, cuBLASLt 3.8; H100): on
-// tiny ones the launch decides and the small-K, whole-K and decode tiles were measured there.
+// were written for: measured on an H100 (thirty-fourth session, graph mode), 3x10507x161 tn 5.4 us
+// against the decode family's generic path 8.0 and the whole-K tile's 6.4, 3x4096x255 tn 3.7
+// against 5.6 (cuBLASLt 3.8); below it their fixed ~3-4 us loses (4x7684x7: 4.3 against the whole-K
+// tile's 1.7; 8x4096x100: 5.0 against cuBLASLt's 2.7).
 inline constexpr int64_t kGemvXMinElems = int64_t(1) << 19;
 // Step 2 on tiny short-K problems with many outputs: K at most kShortVoteK (two K tiles of 64),
 // under kShortVoteFlop, at least kShortVoteOutputs elements of C, rows 16-byte multiples (K and
