@@ -498,10 +498,11 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 }
 
 // The GEMV-like family's best variant for `p` by the model, where the family serves it on a fast
-// path (16-byte loads of W: K % 8 == 0, or, one row per warp, the shifted path; the small operand's
-// elements contiguous along K: tn, or an nn B of one column), K is at least kGemvMinK and the
-// prediction at most kGemvMaxUs (kGemvMaxUnalignedUs at K % 8 != 0) (and DeviceModel::gemv is
-// set); else nullptr.
+// path: the streaming variants with 16-byte loads of W (K % 8 == 0, or, one row per warp, the
+// shifted path), the small operand's elements contiguous along K (tn, or an nn B of one column), K
+// at least kGemvMinK and at most one CTA per SM; or (DeviceModel::gemv_xregs) the GemvX variants,
+// X in registers, where the streamed side holds at least kGemvXMinElems elements. The prediction at
+// most kGemvMaxUs (kGemvMaxUnalignedUs at K % 8 != 0) (and DeviceModel::gemv set); else nullptr.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
   if (!d.gemv) return nullptr;
   size_t count = 0;

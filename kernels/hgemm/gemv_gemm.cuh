@@ -305,11 +305,12 @@ __device__ __forceinline__ float bits_to_float(unsigned short b) {
 }
 
 // X in registers (K <= 32 x KPL): each lane holds X's elements at K index lane + 32 j (j < KPL) of
-// its xr <= MT rows, loaded once; the warps then stream W's rows RW at a time (grid-stride over row
-// groups, the next group's loads issued before this one's sums), element by element: a warp's
-// load is 64 contiguous bytes of a row, at any alignment, so K % 8 != 0 costs nothing extra and
-// no element of X is loaded twice. Each row's xr dot products meet in warp_reduce_scatter; lane
-// m x (32 / MT) stores C's element of X row m. No shared memory, no barrier, no workspace.
+// its xr <= MT rows, loaded once per warp; the warps then stream W's rows RW at a time (grid-stride
+// over row groups, the next group's loads issued before this one's sums), element by element: a
+// warp's load is 64 contiguous bytes of a row, at any alignment, so K % 8 != 0 costs nothing extra.
+// Each row's xr dot products meet in warp_reduce_scatter; lane m x (32 / MT) stores C's element of
+// X row m. No shared memory, no barrier, no workspace. Each step waits about one memory latency
+// (measured: cost_model.hpp, gemv_xregs_predicted_us).
 template <int MT, int KPL, int RW, int WARPS, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)

@@ -79,7 +79,7 @@ const KernelVariant kVariantsSmall[] = {
     KF_GEMV_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 8, 1, 8)
     KF_GEMV_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 8, 4, 8)
     // The same with the small operand in registers, for short K (<= 256) at any alignment: up to 8
-    // rows of X, or up to 4 at half the FMAs and registers (gemv_gemm.cuh GemvX).
+    // rows of X, or up to 4 at half the FMAs and fewer registers (gemv_gemm.cuh GemvX).
     KF_GEMVX_ROWS(KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, 8, 256, 2, 8)
     KF_GEMVX_ROWS(KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, 4, 256, 2, 8)
     KF_GEMVX_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 8, 256, 2, 8)
