@@ -487,7 +487,7 @@ struct Gemv {
 // The X-in-registers variant (gemv_xreg_kernel): M <= MT (tn only) or, SWAP, N <= MT (either
 // layout); K <= 32 x KPL; any 2-byte aligned pointers, of its layout, accumulation and dtype. RW
 // rows of W per warp per step, WARPS warps per CTA, as many CTAs as are resident at once (at most
-// one warp per row group).
+// one warp per row group; one per SM where the occupancy query fails).
 template <int MT, int KPL, int RW, int WARPS, bool SWAP, kforge_hgemm_layout L, kforge_hgemm_acc ACC,
           kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
 struct GemvX {
@@ -525,26 +525,11 @@ struct GemvX {
     detail::Params prm = detail::gemv_params<SWAP, kXRowsK>(*args);
     prm.groups = 1, prm.splits = 1;
     const int64_t ctas = (prm.wr + int64_t(RW) * WARPS - 1) / (int64_t(RW) * WARPS);
-    const int64_t grid = std::min<int64_t>(ctas, int64_t(std::max(1, resident_per_sm())) * d.sms);
+    static std::atomic<int> cache[kMaxCachedDevices];
+    const int resident = resident_cached_per_device(cache, [] { return resident_ctas(); });
+    const int64_t grid = std::min<int64_t>(ctas, resident > 0 ? resident : d.sms);
     const bool pdl = d.cc >= 90 && skinny::pdl_enabled();
     return skinny::detail::launch(kernel_ptr(), dim3(unsigned(grid)), dim3(kThreads), 0, stream, pdl, prm);
-  }
-
- private:
-  // CTAs of this kernel resident per SM on the current device, asked once per device (0 when the
-  // query fails: asked again next time).
-  static int resident_per_sm() {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return (void)cudaGetLastError(), 0;
-    static std::atomic<int> cache[kMaxCachedDevices];
-    const bool cached = dev >= 0 && dev < kMaxCachedDevices;
-    if (cached)
-      if (const int known = cache[dev].load(std::memory_order_relaxed); known > 0) return known;
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_ptr(), kThreads, 0) != cudaSuccess)
-      return (void)cudaGetLastError(), 0;
-    if (cached && per_sm > 0) cache[dev].store(per_sm, std::memory_order_relaxed);
-    return per_sm;
   }
 };
 

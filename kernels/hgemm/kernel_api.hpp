@@ -388,6 +388,21 @@ inline int resident_plain_ctas(KernelPtr kernel, int threads, size_t smem_bytes)
   return per_sm * sms;
 }
 
+// `resident()` (a variant's resident CTAs on the current device, 0 when unknown) asked once per
+// device and kept in `cache` (one per variant: a function-local static); a failed query (0) is
+// asked again next time, a device past the cache asked every time. Thread-safe.
+template <typename Resident>
+inline int resident_cached_per_device(std::atomic<int> (&cache)[kMaxCachedDevices], Resident resident) {
+  const int dev = current_device();
+  if (dev < 0 || dev >= kMaxCachedDevices) return resident();
+  int r = cache[dev].load(std::memory_order_relaxed);
+  if (r <= 0) {
+    r = resident();
+    if (r > 0) cache[dev].store(r, std::memory_order_relaxed);
+  }
+  return r;
+}
+
 // Every compiled variant (both families, both layouts, both accumulations).
 const KernelVariant* variants(size_t* count);
 // The variant of that name, or nullptr.

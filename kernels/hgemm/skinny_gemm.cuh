@@ -580,15 +580,8 @@ struct Gemm {
 
   // Resident CTAs on the current device, asked once per device (0: unknown).
   static int resident_cached() {
-    const int dev = current_device();
     static std::atomic<int> cache[kMaxCachedDevices];
-    if (dev < 0 || dev >= kMaxCachedDevices) return resident_ctas();
-    int r = cache[dev].load(std::memory_order_relaxed);
-    if (r <= 0) {
-      r = resident_ctas();
-      if (r > 0) cache[dev].store(r, std::memory_order_relaxed);
-    }
-    return r;
+    return resident_cached_per_device(cache, [] { return resident_ctas(); });
   }
 
   // The split count run() uses for `p` on the current device.
