@@ -310,6 +310,9 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
 // (thirty-fourth session, graph mode, every GemvX variant on 6 problems x both layouts,
 // data/hgemm/probes/gemvx-h100.csv): 1.8 + 0.275 MT us fixed, 0.5 + 0.0625 MT per step
 // (MT = 4: 2.9 + 0.75 per step; MT = 8: 4.0 + 1.0); bound below by the bytes.
+// X in shared memory (stages 1, gemv_xsmem_kernel): RW rows a warp a step (6 or 4 against 2), one
+// step's loads at a time, so each step also pays its FMAs (RW x MT x 32 KPL a lane) unhidden:
+// charged 0.03 us per row and 4 rows of X. A first guess before any run (thirty-fifth session).
 inline double gemv_xregs_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,
                                       int resident) {
   const double sms = std::max(1, d.sms);
@@ -322,7 +325,8 @@ inline double gemv_xregs_predicted_us(const KernelConfig& c, int64_t m, int64_t 
   const double res = resident > 0 ? double(resident) : 2.0 * sms;
   const double steps = std::ceil(groups / std::max(1.0, res * warps));
   const double bytes = 2.0 * (double(rows) * k + double(small) * k + double(m) * n);
-  return std::max(1.8 + 0.275 * mt + steps * (0.5 + 0.0625 * mt), bytes / (0.8 * bytes_per_us(d)));
+  const double per_step = 0.5 + 0.0625 * mt + (c.stages == 1 ? 0.03 * rw * mt / 4.0 : 0.0);
+  return std::max(1.8 + 0.275 * mt + steps * per_step, bytes / (0.8 * bytes_per_us(d)));
 }
 
 inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int64_t k, const DeviceModel& d,

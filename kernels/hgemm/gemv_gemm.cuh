@@ -388,6 +388,87 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
 #endif
 }
 
+// X in shared memory (K <= 32 x KPL), W's rows wide: the CTA stages X's xr <= MT rows once as fp32,
+// lane-major ([K index][row of X]: a lane reads its MT values of one K index as 16-byte words, no
+// bank conflict), and each warp holds only W's bits in registers, RW rows a step (a warp's load is
+// 64 contiguous bytes of a row at any alignment, as gemv_xreg_kernel's). With X out of the
+// registers, two CTAs of 8 warps hold 6 rows a warp each (launch bounds: at most 128 registers), 96
+// rows per SM a step against gemv_xreg_kernel's 32 (two rows a step, the next two in flight), so a
+// problem of ~10,000 rows takes one step rather than three. The next step's loads go out as soon as
+// this step's FMAs have read the registers, before the reductions and stores. Each row's sums meet
+// in warp_reduce_scatter as there.
+template <int MT, int KPL, int RW, int WARPS, kforge_hgemm_dtype DT>
+__global__ void __launch_bounds__(WARPS * 32, 2) gemv_xsmem_kernel(const Params p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  using E = Elem<DT>;
+  using T = typename E::T;
+  __shared__ float sx[32 * KPL * MT];
+  const int xr = int(p.xr);
+  const int K = int(p.k);
+  const unsigned short* xbits = static_cast<const unsigned short*>(p.x);
+  const unsigned short* w = static_cast<const unsigned short*>(p.w);
+  T* c = static_cast<T*>(p.c);
+  const int lane = threadIdx.x & 31;
+  const int64_t groups = (p.wr + RW - 1) / RW;
+  const int64_t step = int64_t(gridDim.x) * WARPS;
+  int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
+  skinny::detail::grid_dependency_wait();
+  // W's raw bits of group `gg`: row gg * RW + r, K index lane + 32 j; zero outside W.
+  auto load = [&](int64_t gg, unsigned short (&v)[RW][KPL]) {
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      const int64_t row = gg * RW + r;
+      const unsigned short* wr = w + row * K;
+#pragma unroll
+      for (int j = 0; j < KPL; ++j) {
+        const int kk = lane + 32 * j;
+        v[r][j] = row < p.wr && kk < K ? __ldg(wr + kk) : static_cast<unsigned short>(0);
+      }
+    }
+  };
+  // The first step's loads go out beside X's.
+  unsigned short v[RW][KPL];
+  if (g < groups) load(g, v);
+  for (int i = threadIdx.x; i < 32 * KPL * MT; i += WARPS * 32) {
+    const int m = i % MT, kk = i / MT;
+    sx[i] = m < xr && kk < K ? bits_to_float<DT>(__ldg(xbits + m * p.sx_r + int64_t(kk) * p.sx_k)) : 0.0f;
+  }
+  __syncthreads();  // (every warp reaches it: the loop below is the only early way out)
+  while (g < groups) {
+    float acc[RW][MT];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+      for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < KPL; ++j) {
+      float xv[MT];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) xv[m] = sx[(j * 32 + lane) * MT + m];
+#pragma unroll
+      for (int r = 0; r < RW; ++r) {
+        const float wf = bits_to_float<DT>(v[r][j]);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) acc[r][m] = fmaf(wf, xv[m], acc[r][m]);
+      }
+    }
+    const int64_t done = g;
+    g += step;
+    if (g < groups) load(g, v);
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      warp_reduce_scatter<MT>(acc[r], lane);
+      const int m = lane / (32 / MT);
+      const int64_t row = done * RW + r;
+      if (lane % (32 / MT) == 0 && m < xr && row < p.wr) c[int64_t(m) * p.c_x + row * p.c_w] = E::from(acc[r][0]);
+    }
+  }
+#else
+  (void)p;
+  __trap();
+#endif
+}
+
 // A GEMV variant's configuration: small side mt (of C's columns with swap, else its rows), bn rows
 // of W per CTA, bk elements of K per warp block.
 constexpr KernelConfig gemv_config(int mt, int bn, int bk, int warps, bool swap, bool nn) {
@@ -484,12 +565,14 @@ struct Gemv {
   }
 };
 
-// The X-in-registers variant (gemv_xreg_kernel): M <= MT (tn only) or, SWAP, N <= MT (either
-// layout); K <= 32 x KPL; any 2-byte aligned pointers, of its layout, accumulation and dtype. RW
-// rows of W per warp per step, WARPS warps per CTA, as many CTAs as are resident at once (at most
-// one warp per row group; one per SM where the occupancy query fails).
+// The X-on-chip variants: M <= MT (tn only) or, SWAP, N <= MT (either layout); K <= 32 x KPL; any
+// 2-byte aligned pointers, of its layout, accumulation and dtype. RW rows of W per warp per step,
+// WARPS warps per CTA, as many CTAs as are resident at once (at most one warp per row group; one
+// per SM where the occupancy query fails). X in registers, the next step's loads in flight
+// (gemv_xreg_kernel; KernelConfig::stages 2); XS: X in shared memory, one step's loads at a time
+// in wider steps (gemv_xsmem_kernel; stages 1).
 template <int MT, int KPL, int RW, int WARPS, bool SWAP, kforge_hgemm_layout L, kforge_hgemm_acc ACC,
-          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16>
+          kforge_hgemm_dtype DT = KFORGE_HGEMM_F16, bool XS = false>
 struct GemvX {
   static_assert(MT >= 1 && MT <= 32 && (MT & (MT - 1)) == 0 && KPL >= 1 && RW >= 1 && WARPS >= 1 && WARPS <= 32, "GEMV tile");
   static_assert(SWAP || L == KFORGE_HGEMM_TN, "small M: tn only (nn B's rows run along N)");
@@ -502,6 +585,7 @@ struct GemvX {
   static constexpr KernelConfig config() {
     KernelConfig c = detail::gemv_config(MT, RW * WARPS, kMaxK, WARPS, SWAP, L == KFORGE_HGEMM_NN);
     c.x_regs_k = kMaxK;
+    c.stages = XS ? 1 : 2;
     return c;
   }
 
@@ -514,7 +598,10 @@ struct GemvX {
 
   static size_t workspace_size(const kforge_hgemm_problem*) { return 0; }
 
-  static auto kernel_ptr() { return detail::gemv_xreg_kernel<MT, KPL, RW, WARPS, DT>; }
+  static auto kernel_ptr() {
+    if constexpr (XS) return detail::gemv_xsmem_kernel<MT, KPL, RW, WARPS, DT>;
+    else return detail::gemv_xreg_kernel<MT, KPL, RW, WARPS, DT>;
+  }
 
   static int resident_ctas() { return resident_plain_ctas(kernel_ptr(), kThreads, 0); }
 

@@ -30,7 +30,7 @@ enum class Family : int {
 struct KernelConfig {
   Family family = Family::kSm90;
   int bm = 0, bn = 0, bk = 0;  // CTA tile
-  int stages = 0;              // shared-memory pipeline depth
+  int stages = 0;              // shared-memory pipeline depth (GemvX: 2, X in registers, the next step in flight; 1, X in shared memory)
   int consumers = 0;           // sm90: consumer warpgroups; sm80: warps per CTA
   int splitk = 1;              // sm90: CTAs of one cluster splitting K (reduced through DSMEM)
   int group_m = 0;             // rasterisation: tile rows per group (0: row-major order)
@@ -50,7 +50,7 @@ struct KernelConfig {
   bool stream_k = false;       // sm90: persistent stream-K (stream_k_plan): the last rounds' K loops shared evenly by every CTA
   bool swap_ab = false;        // sm90, tn, M <= max_m: C^T = B^T A^T, B's rows on the wgmma's M side and A's few rows on
                                // its N side (bn = 8..32; bm tiles N), C stored transposed
-  int x_regs_k = 0;            // GEMV: the small operand held in registers, K <= x_regs_k (gemv_gemm.cuh GemvX); 0: streamed
+  int x_regs_k = 0;            // GEMV: the small operand held on chip (registers; shared memory with stages 1), K <= x_regs_k (gemv_gemm.cuh GemvX); 0: streamed
 };
 
 // Whether two configurations are the same kernel but for `pad` (a plain variant and its padded

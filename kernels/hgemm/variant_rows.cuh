@@ -106,16 +106,19 @@ constexpr KernelVariant entry(const char* name, kforge_hgemm_layout layout, kfor
   KF_GEMV(KFORGE_HGEMM_TN, A, "tn", AN, DT, "m", false, MT, R, W)                                      \
   KF_GEMV(KFORGE_HGEMM_NN, A, "nn", AN, DT, "n", true, MT, R, W) KF_GEMV(KFORGE_HGEMM_TN, A, "tn", AN, DT, "n", true, MT, R, W)
 
-// GEMV-like with the small operand in registers (gemv_gemm.cuh GemvX): K <= KMAX (a multiple of 32),
+// GEMV-like with the small operand on chip (gemv_gemm.cuh GemvX): K <= KMAX (a multiple of 32),
 // RW rows of W per warp per step.
-#define KF_GEMVX(L, A, LN, AN, DT, SIDE, SWAP, MT, KMAX, RW, W)                                                      \
-  entry<gemv::GemvX<MT, (KMAX) / 32, RW, W, SWAP, L, A, DT>>("gemvx_" LN "_" AN "_" SIDE KF_STR(MT) "_k" KF_STR(KMAX) \
-                                                            "_r" KF_STR(RW) "_w" KF_STR(W),                          \
-                                                            L, A),
-#define KF_GEMVX_ROWS(A, AN, DT, MT, KMAX, RW, W)                    \
-  KF_GEMVX(KFORGE_HGEMM_TN, A, "tn", AN, DT, "m", false, MT, KMAX, RW, W) \
-  KF_GEMVX(KFORGE_HGEMM_NN, A, "nn", AN, DT, "n", true, MT, KMAX, RW, W)  \
-  KF_GEMVX(KFORGE_HGEMM_TN, A, "tn", AN, DT, "n", true, MT, KMAX, RW, W)
+#define KF_GEMVX(L, A, LN, AN, DT, SIDE, SWAP, MT, KMAX, RW, W, XS, XN)                                                     \
+  entry<gemv::GemvX<MT, (KMAX) / 32, RW, W, SWAP, L, A, DT, XS>>("gemvx_" LN "_" AN "_" SIDE KF_STR(MT) "_k" KF_STR(KMAX) \
+                                                                "_r" KF_STR(RW) "_w" KF_STR(W) XN,                       \
+                                                                L, A),
+// XS false: X in registers (no suffix); true: X in shared memory ("_xs").
+#define KF_GEMVX_ROWS_X(A, AN, DT, MT, KMAX, RW, W, XS, XN)                    \
+  KF_GEMVX(KFORGE_HGEMM_TN, A, "tn", AN, DT, "m", false, MT, KMAX, RW, W, XS, XN) \
+  KF_GEMVX(KFORGE_HGEMM_NN, A, "nn", AN, DT, "n", true, MT, KMAX, RW, W, XS, XN)  \
+  KF_GEMVX(KFORGE_HGEMM_TN, A, "tn", AN, DT, "n", true, MT, KMAX, RW, W, XS, XN)
+#define KF_GEMVX_ROWS(A, AN, DT, MT, KMAX, RW, W) KF_GEMVX_ROWS_X(A, AN, DT, MT, KMAX, RW, W, false, "")
+#define KF_GEMVXS_ROWS(A, AN, DT, MT, KMAX, RW, W) KF_GEMVX_ROWS_X(A, AN, DT, MT, KMAX, RW, W, true, "_xs")
 
 // Shorthands of the tables, one configuration for both B layouts. fp16, fp32 accumulation (the
 // tuned space) and fp16 accumulation (a smaller space: correct and reasonably fast, not a

@@ -84,6 +84,12 @@ const KernelVariant kVariantsSmall[] = {
     KF_GEMVX_ROWS(KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, 4, 256, 2, 8)
     KF_GEMVX_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 8, 256, 2, 8)
     KF_GEMVX_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 4, 256, 2, 8)
+    // X in shared memory, W's rows 6 (4 rows of X) or 4 (8) a warp a step: three times the rows a
+    // step of the above in the same two CTAs per SM (gemv_gemm.cuh gemv_xsmem_kernel).
+    KF_GEMVXS_ROWS(KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, 8, 256, 4, 8)
+    KF_GEMVXS_ROWS(KFORGE_HGEMM_ACC_F32, "f32", KFORGE_HGEMM_F16, 4, 256, 6, 8)
+    KF_GEMVXS_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 8, 256, 4, 8)
+    KF_GEMVXS_ROWS(KFORGE_HGEMM_ACC_F16, "f16", KFORGE_HGEMM_F16, 4, 256, 6, 8)
 };
 
 }  // namespace
