@@ -65,16 +65,26 @@ struct Params {
   int splits;  // S: CTAs of a cluster sharing a row group (gridDim.y)
 };
 
+// A 2-byte element's bits (T: __half or __nv_bfloat16) as fp32.
+template <class T>
+__device__ __forceinline__ float elem_bits_to_float(unsigned short b) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(__ushort_as_half(b));
+  else return __uint_as_float(uint32_t(b) << 16);  // bf16: the top half of an fp32
+}
+
+// The same by dtype.
+template <kforge_hgemm_dtype DT>
+__device__ __forceinline__ float bits_to_float(unsigned short b) {
+  return elem_bits_to_float<typename Elem<DT>::T>(b);
+}
+
 // Eight 2-byte elements packed in a uint4 (element e in the low / high half of word e / 2), as fp32.
 template <class T>
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   const uint32_t q[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const unsigned short bits = static_cast<unsigned short>(e % 2 ? q[e / 2] >> 16 : q[e / 2] & 0xffffu);
-    if constexpr (std::is_same_v<T, __half>) f[e] = __half2float(__ushort_as_half(bits));
-    else f[e] = __uint_as_float(uint32_t(bits) << 16);  // bf16: the top half of an fp32
-  }
+  for (int e = 0; e < 8; ++e)
+    f[e] = elem_bits_to_float<T>(static_cast<unsigned short>(e % 2 ? q[e / 2] >> 16 : q[e / 2] & 0xffffu));
 }
 
 // Eight 2-byte elements' bits (h[e] < 2^16) packed in a uint4, as unpack8 reads them.
@@ -295,13 +305,6 @@ __device__ __forceinline__ void warp_reduce_scatter(float (&v)[N], int lane) {
   }
 #pragma unroll
   for (int o = 16 / N; o > 0; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-}
-
-// A 2-byte element's bits as fp32.
-template <kforge_hgemm_dtype DT>
-__device__ __forceinline__ float bits_to_float(unsigned short b) {
-  if constexpr (DT == KFORGE_HGEMM_F16) return __half2float(__ushort_as_half(b));
-  else return __uint_as_float(uint32_t(b) << 16);  // bf16: the top half of an fp32
 }
 
 // X in registers (K <= 32 x KPL): each lane holds X's elements at K index lane + 32 j (j < KPL) of
