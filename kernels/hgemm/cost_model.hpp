@@ -93,6 +93,10 @@ struct DeviceModel {
   // passed with them on an H100; 3x10507x161 tn 8.0 -> 5.4 us, the off-grid shape's ratio 0.48 ->
   // 0.73); the dispatcher clears it under KFORGE_HGEMM_GEMVX=0, for A/B runs.
   bool gemv_xregs = true;
+  // Among them, the ones with X in shared memory and wider steps (KernelConfig::stages 1,
+  // gemv_xsmem_kernel; thirty-fifth session). Off until a GPU run has verified and timed them: the
+  // dispatcher sets it under KFORGE_HGEMM_GEMVXS=1, for A/B runs.
+  bool gemv_xsmem = false;
   // Dispatch step 2 on tiny short-K problems with many outputs (dispatch.hpp, kShortVoteK): the nearest entries vote
   // for their own winners instead of the model ranking the proposals (it prices them alike there).
   // On by default; the dispatcher clears it under KFORGE_HGEMM_SHORTK_VOTE=0, for A/B runs.

@@ -52,6 +52,7 @@ struct ModelSwitches {
   bool decode_kstep = !env_is("KFORGE_HGEMM_DECODE_KSTEP", "0");  // "0": no K-tile floor
   bool gemv = !env_is("KFORGE_HGEMM_GEMV", "0");
   bool gemv_xregs = !env_is("KFORGE_HGEMM_GEMVX", "0");
+  bool gemv_xsmem = env_is("KFORGE_HGEMM_GEMVXS", "1");
   bool short_k_vote = !env_is("KFORGE_HGEMM_SHORTK_VOTE", "0");
   // -1: the DeviceModel's own.
   double decode_overlap = env_number("KFORGE_HGEMM_DECODE_OVERLAP", 0.0, 1.0, -1.0);
@@ -69,6 +70,7 @@ struct ModelSwitches {
     if (!decode_kstep) d.decode_kstep_us = d.decode_fill_us = 0;
     if (!gemv) d.gemv = false;
     if (!gemv_xregs) d.gemv_xregs = false;
+    if (gemv_xsmem) d.gemv_xsmem = true;
     if (!short_k_vote) d.short_k_vote = false;
     if (decode_overlap >= 0) d.decode_overlap = decode_overlap;
     if (decode_wave_us >= 0) d.decode_wave_us = decode_wave_us;
@@ -516,7 +518,7 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
     // round of resident CTAs), an nn B gathered once.
     if (v.config.x_regs_k > 0) {
       const int64_t rows = v.config.max_n > 0 ? p.m : p.n;
-      if (!d.gemv_xregs || rows * p.k < kGemvXMinElems) continue;
+      if (!d.gemv_xregs || rows * p.k < kGemvXMinElems || (v.config.stages == 1 && !d.gemv_xsmem)) continue;
       const double us = predicted_us(v, p, d, dev);
       if (us < best_us) best_us = us, best = &v;
       continue;

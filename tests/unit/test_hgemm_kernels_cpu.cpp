@@ -951,6 +951,13 @@ TEST(HgemmKernels, DispatcherSendsShortKLongRowsToTheGemvXVariants) {
   EXPECT_EQ(c.variant->config.max_m, 4) << c.variant->name;  // M = 3: the 4-row variant, half the FMAs
   EXPECT_EQ(c.unaligned, c.variant);
   EXPECT_EQ(c.workspace, 0u);
+  EXPECT_EQ(c.variant->config.stages, 2) << c.variant->name;  // X in registers: the X-in-shared-memory ones need gemv_xsmem
+  h.gemv_xsmem = true;
+  const kernels::Choice xs = none.resolve(prob(3, 10507, 161), h, -1);
+  ASSERT_NE(xs.variant, nullptr);
+  EXPECT_EQ(xs.variant->config.stages, 1) << xs.variant->name;  // one step of 6 rows a warp against three of 2
+  EXPECT_EQ(xs.variant->config.max_m, 4) << xs.variant->name;
+  h.gemv_xsmem = false;
   using Mnk = std::tuple<int64_t, int64_t, int64_t, kforge_hgemm_layout>;
   for (auto [m, n, k, l] : {Mnk{3, 26, 2, KFORGE_HGEMM_TN}, {8, 8, 16, KFORGE_HGEMM_TN}, {2, 1, 100, KFORGE_HGEMM_TN},
                             {197, 7, 5, KFORGE_HGEMM_TN}, {3, 10507, 257, KFORGE_HGEMM_TN}, {9, 10507, 161, KFORGE_HGEMM_TN},
