@@ -307,6 +307,32 @@ __device__ __forceinline__ void warp_reduce_scatter(float (&v)[N], int lane) {
   for (int o = 16 / N; o > 0; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
 }
 
+// The raw bits of W's row group `gg` (GemvX): row gg * RW + r, K index lane + 32 j; zero outside W.
+template <int RW, int KPL>
+__device__ __forceinline__ void load_w_rows(const unsigned short* w, int64_t rows, int K, int lane, int64_t gg,
+                                            unsigned short (&v)[RW][KPL]) {
+#pragma unroll
+  for (int r = 0; r < RW; ++r) {
+    const int64_t row = gg * RW + r;
+    const unsigned short* wr = w + row * K;
+#pragma unroll
+    for (int j = 0; j < KPL; ++j) {
+      const int kk = lane + 32 * j;
+      v[r][j] = row < rows && kk < K ? __ldg(wr + kk) : static_cast<unsigned short>(0);
+    }
+  }
+}
+
+// W row `row`'s MT lane partial sums (one per row of X) met in warp_reduce_scatter; lane m x (32 /
+// MT) stores C's element of X row m (m < xr, row inside W).
+template <kforge_hgemm_dtype DT, int MT>
+__device__ __forceinline__ void store_row_sums(const Params& p, float (&acc)[MT], int lane, int xr, int64_t row) {
+  warp_reduce_scatter<MT>(acc, lane);
+  const int m = lane / (32 / MT);
+  if (lane % (32 / MT) == 0 && m < xr && row < p.wr)
+    static_cast<typename Elem<DT>::T*>(p.c)[int64_t(m) * p.c_x + row * p.c_w] = Elem<DT>::from(acc[0]);
+}
+
 // X in registers (K <= 32 x KPL): each lane holds X's elements at K index lane + 32 j (j < KPL) of
 // its xr <= MT rows, loaded once per warp; the warps then stream W's rows RW at a time (grid-stride
 // over row groups, the next group's loads issued before this one's sums), element by element: a
@@ -317,13 +343,10 @@ __device__ __forceinline__ void warp_reduce_scatter(float (&v)[N], int lane) {
 template <int MT, int KPL, int RW, int WARPS, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  using E = Elem<DT>;
-  using T = typename E::T;
   const int xr = int(p.xr);
   const int K = int(p.k);
   const unsigned short* xbits = static_cast<const unsigned short*>(p.x);
   const unsigned short* w = static_cast<const unsigned short*>(p.w);
-  T* c = static_cast<T*>(p.c);
   const int lane = threadIdx.x & 31;
   const int64_t groups = (p.wr + RW - 1) / RW;
   const int64_t step = int64_t(gridDim.x) * WARPS;
@@ -341,19 +364,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
       const int kk = lane + 32 * j;
       xb[m][j] = m < xr && kk < K ? __ldg(xbits + m * p.sx_r + int64_t(kk) * p.sx_k) : static_cast<unsigned short>(0);
     }
-  // W's raw bits of group `gg`: row gg * RW + r, K index lane + 32 j; zero outside W.
-  auto load = [&](int64_t gg, unsigned short (&v)[RW][KPL]) {
-#pragma unroll
-    for (int r = 0; r < RW; ++r) {
-      const int64_t row = gg * RW + r;
-      const unsigned short* wr = w + row * K;
-#pragma unroll
-      for (int j = 0; j < KPL; ++j) {
-        const int kk = lane + 32 * j;
-        v[r][j] = row < p.wr && kk < K ? __ldg(wr + kk) : static_cast<unsigned short>(0);
-      }
-    }
-  };
+  auto load = [&](int64_t gg, unsigned short (&v)[RW][KPL]) { load_w_rows(w, p.wr, K, lane, gg, v); };
   unsigned short next[RW][KPL];
   load(g, next);
   float xf[MT][KPL];
@@ -379,10 +390,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
 #pragma unroll
         for (int m = 0; m < MT; ++m) acc[m] = fmaf(wf, xf[m][j], acc[m]);
       }
-      warp_reduce_scatter<MT>(acc, lane);
-      const int m = lane / (32 / MT);
-      const int64_t row = g * RW + r;
-      if (lane % (32 / MT) == 0 && m < xr && row < p.wr) c[int64_t(m) * p.c_x + row * p.c_w] = E::from(acc[0]);
+      store_row_sums<DT>(p, acc, lane, xr, g * RW + r);
     }
   }
 #else
@@ -403,32 +411,17 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
 template <int MT, int KPL, int RW, int WARPS, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(WARPS * 32, 2) gemv_xsmem_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  using E = Elem<DT>;
-  using T = typename E::T;
   __shared__ float sx[32 * KPL * MT];
   const int xr = int(p.xr);
   const int K = int(p.k);
   const unsigned short* xbits = static_cast<const unsigned short*>(p.x);
   const unsigned short* w = static_cast<const unsigned short*>(p.w);
-  T* c = static_cast<T*>(p.c);
   const int lane = threadIdx.x & 31;
   const int64_t groups = (p.wr + RW - 1) / RW;
   const int64_t step = int64_t(gridDim.x) * WARPS;
   int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
   skinny::detail::grid_dependency_wait();
-  // W's raw bits of group `gg`: row gg * RW + r, K index lane + 32 j; zero outside W.
-  auto load = [&](int64_t gg, unsigned short (&v)[RW][KPL]) {
-#pragma unroll
-    for (int r = 0; r < RW; ++r) {
-      const int64_t row = gg * RW + r;
-      const unsigned short* wr = w + row * K;
-#pragma unroll
-      for (int j = 0; j < KPL; ++j) {
-        const int kk = lane + 32 * j;
-        v[r][j] = row < p.wr && kk < K ? __ldg(wr + kk) : static_cast<unsigned short>(0);
-      }
-    }
-  };
+  auto load = [&](int64_t gg, unsigned short (&v)[RW][KPL]) { load_w_rows(w, p.wr, K, lane, gg, v); };
   // The first step's loads go out beside X's.
   unsigned short v[RW][KPL];
   if (g < groups) load(g, v);
@@ -460,10 +453,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_xsmem_kernel(const Params 
     if (g < groups) load(g, v);
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
-      warp_reduce_scatter<MT>(acc[r], lane);
-      const int m = lane / (32 / MT);
-      const int64_t row = done * RW + r;
-      if (lane % (32 / MT) == 0 && m < xr && row < p.wr) c[int64_t(m) * p.c_x + row * p.c_w] = E::from(acc[r][0]);
+      store_row_sums<DT>(p, acc[r], lane, xr, done * RW + r);
     }
   }
 #else
