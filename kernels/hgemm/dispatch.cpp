@@ -503,8 +503,8 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 // path: the streaming variants with 16-byte loads of W (K % 8 == 0, or, one row per warp, the
 // shifted path), the small operand's elements contiguous along K (tn, or an nn B of one column), K
 // at least kGemvMinK and at most one CTA per SM; or (DeviceModel::gemv_xregs) the GemvX variants,
-// X in registers, where the streamed side holds at least kGemvXMinElems elements. The prediction at
-// most kGemvMaxUs (kGemvMaxUnalignedUs at K % 8 != 0) (and DeviceModel::gemv set); else nullptr.
+// X in registers, where the streamed side holds at least kGemvXMinElems elements (and
+// DeviceModel::gemv set); else nullptr. Its prediction in *us_out, for resolve()'s bounds.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
   if (!d.gemv) return nullptr;
   size_t count = 0;
@@ -534,7 +534,7 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;
   }
-  if (!best || best_us > (p.k % 8 != 0 ? kGemvMaxUnalignedUs : kGemvMaxUs)) return nullptr;
+  if (!best) return nullptr;
   *us_out = best_us;
   return best;
 }
@@ -554,10 +554,15 @@ Choice Dispatcher::resolve(const kforge_hgemm_problem& p, const DeviceModel& dev
   // Off the table, the GEMV-like family takes a tiny problem it serves on its fast path when the
   // model puts it clearly ahead of the choice above (kGemvMargin: that choice's prediction is not
   // calibrated here).
+  // Past kGemvMaxUs (kGemvMaxUnalignedUs) only where it is predicted at most kGemvClearMargin of
+  // that choice.
   double gemv_us = 0;
   if (c.how != Choice::How::kTable && c.how != Choice::How::kTableTwin)
-    if (const KernelVariant* g = gemv_choice(p, d, dev, &gemv_us))
-      if (gemv_us <= kGemvMargin * predicted_us(*c.variant, p, d, dev)) c.variant = g, c.how = Choice::How::kGemv;
+    if (const KernelVariant* g = gemv_choice(p, d, dev, &gemv_us)) {
+      const double other_us = predicted_us(*c.variant, p, d, dev);
+      const bool tiny = gemv_us <= (p.k % 8 != 0 ? kGemvMaxUnalignedUs : kGemvMaxUs);
+      if (gemv_us <= (tiny ? kGemvMargin : kGemvClearMargin) * other_us) c.variant = g, c.how = Choice::How::kGemv;
+    }
   // TMA needs 16-byte aligned bases: an unaligned call goes to the sm_80 family, which takes any.
   c.unaligned = c.variant->config.family != Family::kSm90 ? c.variant : model_choice(p, d, dev, 80);
   c.workspace = c.variant->workspace_size(&p);

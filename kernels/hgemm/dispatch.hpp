@@ -156,6 +156,14 @@ inline constexpr double kGemvMaxUs = 4.0;
 // Hopper tile the model puts at 8.8 that measured 4.0.)
 inline constexpr double kGemvMaxUnalignedUs = 12.0;
 inline constexpr double kGemvMargin = 0.8;
+// Past those bounds the family still takes a problem where its prediction is at most
+// kGemvClearMargin of the other choice's: a K so long that the other families' few CTAs walk it
+// for tens of microseconds. Measured on an H100 (twenty-ninth session, graph mode,
+// tinyout-variants-h100.csv): 7x7x20000 tn ran 4.3 us on the GEMV variant (predicted 4.1) where
+// the dispatcher's swapped-role tile (predicted 20.7) ran 14.3, and 1x64x30000 tn 4.7 (predicted
+// 4.7) where its 64 x 64 split-K 16 tile (10.4) ran 7.3. The counter-example above keeps its
+// choice: 728x8x2248 (GEMV 5.9 against 8.8 predicted for a tile that ran 4.0) is at 0.67.
+inline constexpr double kGemvClearMargin = 0.5;
 // The GEMV variants holding X in registers (GemvX, K <= their x_regs_k) take part only where the
 // streamed operand has at least kGemvXMinElems elements (rows x K: 1 MB of fp16), the problems they
 // were written for: measured on an H100 (thirty-fourth session, graph mode), 3x10507x161 tn 5.4 us

@@ -933,6 +933,51 @@ TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
   EXPECT_EQ(d.resolve(prob(1, 1, 65536), h, -1).how, kernels::Choice::How::kTable);
 }
 
+// Past kGemvMaxUs the GEMV-like family takes a problem only where the model puts it at most
+// kGemvClearMargin of the dispatcher's other choice. With the shipped table: the two probed
+// problems it was set on go to the family (7x7x20000 tn: 4.3 us measured against 14.3 for the
+// swapped-role tile; 1x64x30000 tn: 4.7 against 7.3, H100, graph mode) and 728x8x2248 stays. And on
+// every probed problem (tinyout-variants, gemv-shift: every variant timed) where the rule moved the
+// choice, the family's pick measured faster than the choice it replaced (resolved with
+// DeviceModel::gemv off).
+TEST(HgemmKernels, DispatcherGivesLongKTinyOutputsToTheGemvFamilyWhereClearlyAhead) {
+  const DispatchTable t = DispatchTable::load(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/dispatch-table.json");
+  const kernels::Dispatcher disp(t.data(), t.size());
+  kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{7, 7, 20000}, {1, 64, 30000}}) {
+    const kforge_hgemm_problem p = prob(m, n, k);
+    const kernels::Choice c = disp.resolve(p, h, -1);
+    ASSERT_NE(c.variant, nullptr);
+    EXPECT_EQ(c.how, kernels::Choice::How::kGemv) << m << "x" << n << "x" << k << ": " << c.variant->name;
+    EXPECT_GT(kernels::predicted_us(*c.variant, p, h, -1), kernels::kGemvMaxUs) << c.variant->name;  // the new rule's case
+  }
+  EXPECT_NE(disp.resolve(prob(728, 8, 2248), h, -1).variant->config.family, kernels::Family::kGemv);
+  std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, std::map<std::string, double>> probed;
+  for (const char* file : {"tinyout-variants-h100.csv", "gemv-shift-h100.csv"})
+    for (const auto& r : probe_rows(file))  // m,n,k,layout,variant,us
+      if (r.size() >= 6) probed[{std::stoll(r[0]), std::stoll(r[1]), std::stoll(r[2]), r[3]}][r[4]] = std::stod(r[5]);
+  ASSERT_GE(probed.size(), 40u);
+  int moved = 0;
+  for (const auto& [key, times] : probed) {
+    const auto& [m, n, k, layout] = key;
+    const kforge_hgemm_problem p = prob(m, n, k, layout == "nn" ? KFORGE_HGEMM_NN : KFORGE_HGEMM_TN);
+    const kernels::Choice c = disp.resolve(p, h, -1);
+    ASSERT_NE(c.variant, nullptr);
+    if (c.how != kernels::Choice::How::kGemv) continue;
+    if (kernels::predicted_us(*c.variant, p, h, -1) <= (k % 8 ? kernels::kGemvMaxUnalignedUs : kernels::kGemvMaxUs)) continue;
+    h.gemv = false;
+    const kernels::Choice before = disp.resolve(p, h, -1);
+    h.gemv = true;
+    ASSERT_NE(before.variant, nullptr);
+    const auto now_t = times.find(c.variant->name), before_t = times.find(before.variant->name);
+    ASSERT_NE(now_t, times.end()) << m << "x" << n << "x" << k << " " << layout << ": " << c.variant->name << " not probed";
+    ASSERT_NE(before_t, times.end()) << m << "x" << n << "x" << k << " " << layout << ": " << before.variant->name << " not probed";
+    EXPECT_LT(now_t->second, before_t->second) << m << "x" << n << "x" << k << " " << layout;
+    ++moved;
+  }
+  EXPECT_GE(moved, 2);
+}
+
 // The GEMV variants with X in registers (GemvX) take a short-K problem with a long streamed side
 // at any alignment (3x10507x161, K odd: 5.4 us where the decode family's generic path ran 8.0, H100),
 // and never a tiny one (the launch decides there), nor K past their registers; not at all under
