@@ -465,9 +465,13 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   // that the model alone ranks them: a neighbour's own calibration says how the model erred at its
   // shape with its tile, not how that tile compares with another here (19x9216x3072 on an H100: the
   // split-K 8 twin of a neighbour's 64x128 tile, 576 CTAs, ran 34.8 us where the unsplit 64x64
-  // tile ran 24.0). Measured: DeviceModel::decode_siblings.
+  // tile ran 24.0). Measured: DeviceModel::decode_siblings. The padded tiles among them (they serve
+  // only problems whose rows TMA cannot load) compete too: where every neighbour's winner is of
+  // another family none of them was proposed, and the decode family's tiles walked a long K on a few
+  // CTAs (H100, graph mode, tinyout probe: 7x7x20000 nn 16.4 us on the decode family against 7.9 on
+  // the padded 64 x 64 split-K 16 tile; 8x3x6000 nn 9.4 against 5.4; 16x1000x255 tn 6.0 -> 5.2).
   if (d.decode_siblings && small_m && d.cc == 90 && !proposals.empty())
-    propose_all([](const KernelConfig& c) { return c.family == Family::kSm90 && !c.pad && !c.stream_k; }, hopper_scale);
+    propose_all([](const KernelConfig& c) { return c.family == Family::kSm90 && !c.stream_k; }, hopper_scale);
   if (d.decode_uniform && small_m)
     for (Proposal& q : proposals)
       if (q.v->config.family == Family::kSm90) q.scale = hopper_scale;
