@@ -101,6 +101,10 @@ struct DeviceModel {
   // for their own winners instead of the model ranking the proposals (it prices them alike there).
   // On by default; the dispatcher clears it under KFORGE_HGEMM_SHORTK_VOTE=0, for A/B runs.
   bool short_k_vote = true;
+  // Where set, the CTAs of a variant resident at once on this device, in place of asking the GPU
+  // (the dispatcher asks it only for a device index >= 0): the dispatcher's CPU tests replay the
+  // counts an H100 reported beside its probe times. Null: ask the GPU.
+  int (*resident_ctas)(const KernelVariant& v) = nullptr;
   bool operator==(const DeviceModel&) const = default;  // every field (the dispatcher's memo key)
 };
 

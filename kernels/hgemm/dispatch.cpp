@@ -180,7 +180,8 @@ int resident_ctas_cached(const KernelVariant& v, int dev) {
 }
 
 double predicted_us(const KernelVariant& v, const kforge_hgemm_problem& p, const DeviceModel& d, int dev) {
-  return predicted_us(v.config, p.m, p.n, p.k, d, dev >= 0 ? resident_ctas_cached(v, dev) : 0);
+  const int resident = d.resident_ctas ? d.resident_ctas(v) : dev >= 0 ? resident_ctas_cached(v, dev) : 0;
+  return predicted_us(v.config, p.m, p.n, p.k, d, resident);
 }
 
 const char* to_string(Choice::How h) {

@@ -220,7 +220,7 @@ bool small_k_regime(const kforge_hgemm_problem& p, const DeviceModel& d);
 int resident_ctas_cached(const KernelVariant& v, int dev);
 
 // The cost model's prediction for `v` on `p` on device `dev` of model `d` (resident CTAs from
-// resident_ctas_cached; dev < 0: none asked).
+// d.resident_ctas where set, else resident_ctas_cached; dev < 0: none asked).
 double predicted_us(const KernelVariant& v, const kforge_hgemm_problem& p, const DeviceModel& d, int dev);
 
 // What the per-call path needs for one problem, resolved once.
