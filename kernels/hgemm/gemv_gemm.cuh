@@ -333,6 +333,31 @@ __device__ __forceinline__ void store_row_sums(const Params& p, float (&acc)[MT]
     static_cast<typename Elem<DT>::T*>(p.c)[int64_t(m) * p.c_x + row * p.c_w] = Elem<DT>::from(acc[0]);
 }
 
+// What both GemvX kernels' warps hold: X's rows (xr) and K, the operands' bits, the lane, and the
+// grid-stride walk over W's row groups of RW rows (this warp's first group g, then every step-th).
+// The constructor waits for the previous launch (programmatic dependent launch) before any load.
+template <int RW, int KPL, int WARPS>
+struct GemvXWarp {
+  int xr, K, lane;
+  const unsigned short* xbits;
+  const unsigned short* w;
+  int64_t rows, groups, step, g;
+  __device__ __forceinline__ explicit GemvXWarp(const Params& p)
+      : xr(int(p.xr)),
+        K(int(p.k)),
+        lane(int(threadIdx.x & 31)),
+        xbits(static_cast<const unsigned short*>(p.x)),
+        w(static_cast<const unsigned short*>(p.w)),
+        rows(p.wr),
+        groups((p.wr + RW - 1) / RW),
+        step(int64_t(gridDim.x) * WARPS),
+        g(int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5)) {
+    skinny::detail::grid_dependency_wait();
+  }
+  // W's bits of row group gg (load_w_rows).
+  __device__ __forceinline__ void load(int64_t gg, unsigned short (&v)[RW][KPL]) const { load_w_rows(w, rows, K, lane, gg, v); }
+};
+
 // X in registers (K <= 32 x KPL): each lane holds X's elements at K index lane + 32 j (j < KPL) of
 // its xr <= MT rows, loaded once per warp; the warps then stream W's rows RW at a time (grid-stride
 // over row groups, the next group's loads issued before this one's sums), element by element: a
@@ -343,16 +368,8 @@ __device__ __forceinline__ void store_row_sums(const Params& p, float (&acc)[MT]
 template <int MT, int KPL, int RW, int WARPS, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  const int xr = int(p.xr);
-  const int K = int(p.k);
-  const unsigned short* xbits = static_cast<const unsigned short*>(p.x);
-  const unsigned short* w = static_cast<const unsigned short*>(p.w);
-  const int lane = threadIdx.x & 31;
-  const int64_t groups = (p.wr + RW - 1) / RW;
-  const int64_t step = int64_t(gridDim.x) * WARPS;
-  int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
-  skinny::detail::grid_dependency_wait();
-  if (g >= groups) return;
+  GemvXWarp<RW, KPL, WARPS> q(p);
+  if (q.g >= q.groups) return;
   // X's raw bits first, every load issued before any is converted. (Converting each as it came, the
   // first version's SASS reused a register per pair of loads, so that X's loads waited on one
   // another; it measured 4.3 us at 4x7684x7 on an H100, where the whole-K tile took 1.7.)
@@ -361,24 +378,23 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int j = 0; j < KPL; ++j) {
-      const int kk = lane + 32 * j;
-      xb[m][j] = m < xr && kk < K ? __ldg(xbits + m * p.sx_r + int64_t(kk) * p.sx_k) : static_cast<unsigned short>(0);
+      const int kk = q.lane + 32 * j;
+      xb[m][j] = m < q.xr && kk < q.K ? __ldg(q.xbits + m * p.sx_r + int64_t(kk) * p.sx_k) : static_cast<unsigned short>(0);
     }
-  auto load = [&](int64_t gg, unsigned short (&v)[RW][KPL]) { load_w_rows(w, p.wr, K, lane, gg, v); };
   unsigned short next[RW][KPL];
-  load(g, next);
+  q.load(q.g, next);
   float xf[MT][KPL];
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int j = 0; j < KPL; ++j) xf[m][j] = bits_to_float<DT>(xb[m][j]);
-  for (; g < groups; g += step) {
+  for (; q.g < q.groups; q.g += q.step) {
     unsigned short cur[RW][KPL];
 #pragma unroll
     for (int r = 0; r < RW; ++r)
 #pragma unroll
       for (int j = 0; j < KPL; ++j) cur[r][j] = next[r][j];
-    if (g + step < groups) load(g + step, next);
+    if (q.g + q.step < q.groups) q.load(q.g + q.step, next);
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
       float acc[MT];
@@ -390,7 +406,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
 #pragma unroll
         for (int m = 0; m < MT; ++m) acc[m] = fmaf(wf, xf[m][j], acc[m]);
       }
-      store_row_sums<DT>(p, acc, lane, xr, g * RW + r);
+      store_row_sums<DT>(p, acc, q.lane, q.xr, q.g * RW + r);
     }
   }
 #else
@@ -412,25 +428,16 @@ template <int MT, int KPL, int RW, int WARPS, kforge_hgemm_dtype DT>
 __global__ void __launch_bounds__(WARPS * 32, 2) gemv_xsmem_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   __shared__ float sx[32 * KPL * MT];
-  const int xr = int(p.xr);
-  const int K = int(p.k);
-  const unsigned short* xbits = static_cast<const unsigned short*>(p.x);
-  const unsigned short* w = static_cast<const unsigned short*>(p.w);
-  const int lane = threadIdx.x & 31;
-  const int64_t groups = (p.wr + RW - 1) / RW;
-  const int64_t step = int64_t(gridDim.x) * WARPS;
-  int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
-  skinny::detail::grid_dependency_wait();
-  auto load = [&](int64_t gg, unsigned short (&v)[RW][KPL]) { load_w_rows(w, p.wr, K, lane, gg, v); };
+  GemvXWarp<RW, KPL, WARPS> q(p);
   // The first step's loads go out beside X's.
   unsigned short v[RW][KPL];
-  if (g < groups) load(g, v);
+  if (q.g < q.groups) q.load(q.g, v);
   for (int i = threadIdx.x; i < 32 * KPL * MT; i += WARPS * 32) {
     const int m = i % MT, kk = i / MT;
-    sx[i] = m < xr && kk < K ? bits_to_float<DT>(__ldg(xbits + m * p.sx_r + int64_t(kk) * p.sx_k)) : 0.0f;
+    sx[i] = m < q.xr && kk < q.K ? bits_to_float<DT>(__ldg(q.xbits + m * p.sx_r + int64_t(kk) * p.sx_k)) : 0.0f;
   }
   __syncthreads();  // (every warp reaches it: the loop below is the only early way out)
-  while (g < groups) {
+  while (q.g < q.groups) {
     float acc[RW][MT];
 #pragma unroll
     for (int r = 0; r < RW; ++r)
@@ -440,7 +447,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_xsmem_kernel(const Params 
     for (int j = 0; j < KPL; ++j) {
       float xv[MT];
 #pragma unroll
-      for (int m = 0; m < MT; ++m) xv[m] = sx[(j * 32 + lane) * MT + m];
+      for (int m = 0; m < MT; ++m) xv[m] = sx[(j * 32 + q.lane) * MT + m];
 #pragma unroll
       for (int r = 0; r < RW; ++r) {
         const float wf = bits_to_float<DT>(v[r][j]);
@@ -448,12 +455,12 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_xsmem_kernel(const Params 
         for (int m = 0; m < MT; ++m) acc[r][m] = fmaf(wf, xv[m], acc[r][m]);
       }
     }
-    const int64_t done = g;
-    g += step;
-    if (g < groups) load(g, v);
+    const int64_t done = q.g;
+    q.g += q.step;
+    if (q.g < q.groups) q.load(q.g, v);
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
-      store_row_sums<DT>(p, acc[r], lane, xr, done * RW + r);
+      store_row_sums<DT>(p, acc[r], q.lane, q.xr, done * RW + r);
     }
   }
 #else
