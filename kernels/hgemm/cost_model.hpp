@@ -77,9 +77,11 @@ struct DeviceModel {
   // serves the problem competes with the neighbours' proposals (decode_siblings), and every Hopper
   // proposal is ranked at the nearest Hopper proposal's calibration (decode_uniform), so that this
   // model alone ranks them. Measured on an H100 (twenty-sixth session, off-grid set, graph mode):
-  // decode shapes 0.945 -> 0.947 (siblings) -> 0.953 (both), the whole set 0.961 -> 0.964. On by
-  // default; the dispatcher clears them under KFORGE_HGEMM_DECODE_SIBLINGS=0 and
-  // KFORGE_HGEMM_DECODE_UNIFORM=0.
+  // decode shapes 0.945 -> 0.947 (siblings) -> 0.953 (both), the whole set 0.961 -> 0.964. Since
+  // the thirty-sixth session the padded Hopper tiles are among the siblings, and the siblings
+  // compete in the cost model's own choice on small-M problems too (model_choice: problems no
+  // tuned entry of their regime serves). On by default; the dispatcher clears them under
+  // KFORGE_HGEMM_DECODE_SIBLINGS=0 and KFORGE_HGEMM_DECODE_UNIFORM=0.
   bool decode_siblings = true;
   bool decode_uniform = true;
   // The GEMV-like family (Family::kGemv) may take a problem off the table (dispatch.hpp,

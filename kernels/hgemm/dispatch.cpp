@@ -213,6 +213,17 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
   bool decode = false;
   for (size_t i = 0; i < count && !decode && !smallk; ++i)
     decode = (all[i].config.max_m > 0 || all[i].config.max_n > 0) && runs_on(all[i], family_cc) && all[i].supports(&p);
+  // With DeviceModel::decode_siblings, on small-M problems on sm_90 the Hopper tiles (the padded
+  // ones included) compete with the decode family here too, as they do among the neighbours'
+  // proposals (Dispatcher::neighbour): this is the choice for problems no tuned entry of their
+  // regime serves (every fp16-accumulation problem with the shipped table, every problem of an
+  // export without one). Replayed against the H100 probes with no table and the GPU's resident
+  // counts (thirty-sixth session), the picks ran at 0.926 of the fastest variant against 0.871
+  // with the decode family alone: 19 problems faster (7x7x20000 nn 25.1 -> 7.9 us, 1x320x12288 tn
+  // 7.4 -> 4.5, 16x1000x255 nn 5.1 -> 3.3), 2 slower (8x8x16 nn 1.5 -> 1.7, 8x40x752 tn 2.9 -> 3.0).
+  const auto hopper_sibling = [&](const KernelVariant& v) {
+    return d.decode_siblings && family_cc == 90 && d.cc == 90 && small_m_regime(p.m) && v.config.family == Family::kSm90;
+  };
   const KernelVariant* best = nullptr;
   double best_us = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < count; ++i) {
@@ -226,7 +237,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     if (v.config.swap_ab && !d.swap_ab) continue;    // off under KFORGE_HGEMM_SWAP=0 (DeviceModel::swap_ab)
     // The GEMV-like family only through its own step of resolve() (gemv_choice: tiny problems).
     if (v.config.family == Family::kGemv) continue;
-    if (decode && v.config.max_m == 0 && v.config.max_n == 0) continue;
+    if (decode && v.config.max_m == 0 && v.config.max_n == 0 && !hopper_sibling(v)) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
   }
