@@ -196,6 +196,10 @@ const char* to_string(Choice::How h) {
   }
 }
 
+// The variants that compete on small-M problems beside the decode family and the neighbours'
+// proposals (DeviceModel::decode_siblings): every Hopper tile, padded ones included, but stream-K.
+static bool decode_sibling(const KernelConfig& c) { return c.family == Family::kSm90 && !c.stream_k; }
+
 const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, int family_cc) {
   if (!valid(p)) return nullptr;
   size_t count = 0;
@@ -221,9 +225,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
   // counts (thirty-sixth session), the picks ran at 0.926 of the fastest variant against 0.871
   // with the decode family alone: 19 problems faster (7x7x20000 nn 25.1 -> 7.9 us, 1x320x12288 tn
   // 7.4 -> 4.5, 16x1000x255 nn 5.1 -> 3.3), 2 slower (8x8x16 nn 1.5 -> 1.7, 8x40x752 tn 2.9 -> 3.0).
-  const auto hopper_sibling = [&](const KernelVariant& v) {
-    return d.decode_siblings && family_cc == 90 && d.cc == 90 && small_m_regime(p.m) && v.config.family == Family::kSm90;
-  };
+  const bool siblings = d.decode_siblings && family_cc == 90 && d.cc == 90 && small_m_regime(p.m);
   const KernelVariant* best = nullptr;
   double best_us = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < count; ++i) {
@@ -237,7 +239,7 @@ const KernelVariant* model_choice(const kforge_hgemm_problem& p, const DeviceMod
     if (v.config.swap_ab && !d.swap_ab) continue;    // off under KFORGE_HGEMM_SWAP=0 (DeviceModel::swap_ab)
     // The GEMV-like family only through its own step of resolve() (gemv_choice: tiny problems).
     if (v.config.family == Family::kGemv) continue;
-    if (decode && v.config.max_m == 0 && v.config.max_n == 0 && !hopper_sibling(v)) continue;
+    if (decode && v.config.max_m == 0 && v.config.max_n == 0 && !(siblings && decode_sibling(v.config))) continue;
     const double us = predicted_us(v, p, d, dev);
     if (us < best_us) best_us = us, best = &v;  // ties: the first in table order
   }
@@ -483,7 +485,7 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   // CTAs (H100, graph mode, tinyout probe: 7x7x20000 nn 16.4 us on the decode family against 7.9 on
   // the padded 64 x 64 split-K 16 tile; 8x3x6000 nn 9.4 against 5.4; 16x1000x255 tn 6.0 -> 5.2).
   if (d.decode_siblings && small_m && d.cc == 90 && !proposals.empty())
-    propose_all([](const KernelConfig& c) { return c.family == Family::kSm90 && !c.stream_k; }, hopper_scale);
+    propose_all(decode_sibling, hopper_scale);
   if (d.decode_uniform && small_m)
     for (Proposal& q : proposals)
       if (q.v->config.family == Family::kSm90) q.scale = hopper_scale;

@@ -933,6 +933,22 @@ TEST(HgemmKernels, DispatcherSendsTinyLongKToTheGemvFamily) {
   EXPECT_EQ(d.resolve(prob(1, 1, 65536), h, -1).how, kernels::Choice::How::kTable);
 }
 
+// Every variant's time per probed problem (m, n, k, layout) of the probe tables `files`: m,n,k,
+// layout,variant,us..., or for the decode table (decode-*: tn only) m,n,k,variant,resident,us.
+using ProbeTimes = std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, std::map<std::string, double>>;
+ProbeTimes probe_times(const std::vector<std::string>& files) {
+  ProbeTimes probed;
+  for (const std::string& file : files) {
+    const bool decode = file.rfind("decode-", 0) == 0;
+    for (const auto& r : probe_rows(file)) {
+      if (r.size() < 6) continue;
+      const auto key = std::make_tuple(std::stoll(r[0]), std::stoll(r[1]), std::stoll(r[2]), decode ? std::string("tn") : r[3]);
+      probed[key][decode ? r[3] : r[4]] = std::stod(r[5]);
+    }
+  }
+  return probed;
+}
+
 // Past kGemvMaxUs the GEMV-like family takes a problem only where the model puts it at most
 // kGemvClearMargin of the dispatcher's other choice: 8x8x131072 tn (6.3 us against 32 for the 64 x 64
 // split-K 16 tile), not 728x8x2248 (5.9 against 8.8 for a tile that measured 4.0). And on every
@@ -952,10 +968,7 @@ TEST(HgemmKernels, DispatcherGivesLongKTinyOutputsToTheGemvFamilyWhereClearlyAhe
   EXPECT_EQ(c.how, kernels::Choice::How::kGemv) << c.variant->name;
   EXPECT_GT(kernels::predicted_us(*c.variant, longk, h, -1), kernels::kGemvMaxUs) << c.variant->name;  // the clear margin's case
   EXPECT_NE(disp.resolve(prob(728, 8, 2248), h, -1).variant->config.family, kernels::Family::kGemv);
-  std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, std::map<std::string, double>> probed;
-  for (const char* file : {"tinyout-variants-h100.csv", "gemv-shift-h100.csv"})
-    for (const auto& r : probe_rows(file))  // m,n,k,layout,variant,us
-      if (r.size() >= 6) probed[{std::stoll(r[0]), std::stoll(r[1]), std::stoll(r[2]), r[3]}][r[4]] = std::stod(r[5]);
+  const ProbeTimes probed = probe_times({"tinyout-variants-h100.csv", "gemv-shift-h100.csv"});
   ASSERT_GE(probed.size(), 40u);
   int compared = 0;
   double log_ratio = 0;
@@ -1019,16 +1032,10 @@ TEST(HgemmKernels, DispatcherPicksNearTheFastestOnTheProbes) {
   kernels::DeviceModel h = kernels::nominal_device_model(132, 90);
   EXPECT_GT(h100_resident_ctas(*kernels::find_variant("sm90_tn_f32_64x16_s8_c1_k4_g0_sw")), 0);
   EXPECT_GT(h100_resident_ctas(*kernels::find_variant("pad_sm90_nn_bf16_64x64_s8_c1_k16_g0_false")), 0);
-  std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, std::map<std::string, double>> probed;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/probes")) {
-    const std::string file = entry.path().filename().string();
-    const bool decode = file.rfind("decode-", 0) == 0;  // m,n,k,variant,resident,us (tn)
-    for (const auto& r : probe_rows(file)) {
-      if (r.size() < 6) continue;
-      const auto key = std::make_tuple(std::stoll(r[0]), std::stoll(r[1]), std::stoll(r[2]), decode ? std::string("tn") : r[3]);
-      probed[key][decode ? r[3] : r[4]] = std::stod(r[5]);
-    }
-  }
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/probes"))
+    files.push_back(entry.path().filename().string());
+  const ProbeTimes probed = probe_times(files);
   for (const auto& [disp, table, floor_cpu, floor_gpu] :
        {std::tuple<const kernels::Dispatcher&, const char*, double, double>{shipped, "shipped table", 0.90, 0.93},
         {none, "no table", 0.89, 0.91}})
