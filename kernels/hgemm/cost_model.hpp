@@ -80,7 +80,8 @@ struct DeviceModel {
   // decode shapes 0.945 -> 0.947 (siblings) -> 0.953 (both), the whole set 0.961 -> 0.964. Since
   // the thirty-sixth session the padded Hopper tiles are among the siblings, and the siblings
   // compete in the cost model's own choice on small-M problems too (model_choice: problems no
-  // tuned entry of their regime serves). On by default; the dispatcher clears them under
+  // tuned entry of their regime serves); since the thirty-seventh session the decode family's own
+  // tiles compete among the neighbours' proposals too. On by default; the dispatcher clears them under
   // KFORGE_HGEMM_DECODE_SIBLINGS=0 and KFORGE_HGEMM_DECODE_UNIFORM=0.
   bool decode_siblings = true;
   bool decode_uniform = true;

@@ -486,6 +486,14 @@ const KernelVariant* Dispatcher::neighbour(const kforge_hgemm_problem& p, const 
   // the padded 64 x 64 split-K 16 tile; 8x3x6000 nn 9.4 against 5.4; 16x1000x255 tn 6.0 -> 5.2).
   if (d.decode_siblings && small_m && d.cc == 90 && !proposals.empty())
     propose_all(decode_sibling, hopper_scale);
+  // The decode family's own tiles (small M) compete too, at their own model (the decode fit, not a
+  // Hopper neighbour's calibration): where every near entry chose a Hopper tile none of them was
+  // proposed, and the wide tiles walked a long row of N on few CTAs (H100, thirty-seventh session,
+  // graph mode: 4x40000x200 tn 9.8 us on the 64 x 256 ping-pong tile against 7.4 on the decode
+  // family's, nn 7.3 against 6.6). No pick over data/shapes/ changes. Part of
+  // DeviceModel::decode_siblings.
+  if (d.decode_siblings && small_m && d.cc == 90 && !proposals.empty())
+    propose_all([](const KernelConfig& c) { return c.family == Family::kSkinny && c.max_m > 0; }, 1.0);
   if (d.decode_uniform && small_m)
     for (Proposal& q : proposals)
       if (q.v->config.family == Family::kSm90) q.scale = hopper_scale;
@@ -519,7 +527,8 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 
 // The GEMV-like family's best variant for `p` by the model, where the family serves it on a fast
 // path: the streaming variants with 16-byte loads of W (K % 8 == 0, or, one row per warp, the
-// shifted path), the small operand's elements contiguous along K (tn, or an nn B of one column), K
+// shifted path), the small operand's elements contiguous along K (tn), or an nn B of at most
+// kGemvNnMaxN columns, K
 // at least kGemvMinK and at most one CTA per SM; or (DeviceModel::gemv_xregs) the GemvX variants,
 // X in registers, where the streamed side holds at least kGemvXMinElems elements (and
 // DeviceModel::gemv set); else nullptr. Its prediction in *us_out, for resolve()'s bounds.
@@ -541,7 +550,7 @@ static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const Dev
       if (us < best_us) best_us = us, best = &v;
       continue;
     }
-    if (p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n != 1)) continue;
+    if (p.k < kGemvMinK || (p.layout == KFORGE_HGEMM_NN && p.n > kGemvNnMaxN)) continue;
     const GemvLaunch l = gemv_launch(v.config, p.m, p.n, p.k, d);
     // K % 8 != 0: only one row per warp (R = 1) reads W as 16-byte vectors (shifted); R = 4 goes
     // element by element, 2-3x slower.

@@ -135,7 +135,7 @@ inline constexpr double kWholeKMaxUs = 4.5;
 inline constexpr double kWholeKTinyUs = 1.9;
 // The GEMV-like family (gemv_gemm.cuh: one side of C at most 8, on the CUDA cores) takes a problem
 // off the table where it serves it on a fast path (W as 16-byte vectors, the small operand
-// contiguous along K: tn, or an nn B of one column), K >= kGemvMinK, its launch needs at most one
+// contiguous along K: tn, or an nn B of at most kGemvNnMaxN columns), K >= kGemvMinK, its launch needs at most one
 // CTA per SM, and its best variant is predicted at most kGemvMaxUs (gemv_predicted_us) and at
 // most kGemvMargin of the prediction for the dispatcher's choice without it: tiny outputs that
 // each need a long K, where the other families split K over clusters or a second kernel. Measured on an H100 (twenty-ninth
@@ -147,6 +147,12 @@ inline constexpr double kWholeKTinyUs = 1.9;
 // DeviceModel::gemv is set: on by default (cost_model.hpp); resolve() clears it under
 // KFORGE_HGEMM_GEMV=0.
 inline constexpr int64_t kGemvMinK = 512;
+// An nn B (K x N, rows of N elements) of at most two columns is one contiguous run of 2K elements
+// that the family gathers at full speed: measured on an H100 (thirty-seventh session, graph mode)
+// 1x2x16384 nn 4.0 us against the padded 64 x 64 split-K tile's 7.4, 2x2x32768 4.1 against 9.9,
+// 32x2x65536 7.1 against 18.2. Wider rows are not: 2x8x4096 nn 18.6 us against 3.7, 7x7x20000 9.7
+// against 8.0 (tinyout probe), the gather's strided loads being what the model does not hold.
+inline constexpr int64_t kGemvNnMaxN = 2;
 inline constexpr double kGemvMaxUs = 5.0;
 // At K % 8 != 0 the bound is kGemvMaxUnalignedUs: there the other families read the unaligned
 // rows element by element (the decode family's generic path, whose charge fits its probe times
