@@ -307,22 +307,6 @@ __device__ __forceinline__ void warp_reduce_scatter(float (&v)[N], int lane) {
   for (int o = 16 / N; o > 0; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
 }
 
-// The raw bits of W's row group `gg` (GemvX): row gg * RW + r, K index lane + 32 j; zero outside W.
-template <int RW, int KPL>
-__device__ __forceinline__ void load_w_rows(const unsigned short* w, int64_t rows, int K, int lane, int64_t gg,
-                                            unsigned short (&v)[RW][KPL]) {
-#pragma unroll
-  for (int r = 0; r < RW; ++r) {
-    const int64_t row = gg * RW + r;
-    const unsigned short* wr = w + row * K;
-#pragma unroll
-    for (int j = 0; j < KPL; ++j) {
-      const int kk = lane + 32 * j;
-      v[r][j] = row < rows && kk < K ? __ldg(wr + kk) : static_cast<unsigned short>(0);
-    }
-  }
-}
-
 // W row `row`'s MT lane partial sums (one per row of X) met in warp_reduce_scatter; lane m x (32 /
 // MT) stores C's element of X row m (m < xr, row inside W).
 template <kforge_hgemm_dtype DT, int MT>
@@ -354,8 +338,24 @@ struct GemvXWarp {
         g(int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5)) {
     skinny::detail::grid_dependency_wait();
   }
-  // W's bits of row group gg (load_w_rows).
-  __device__ __forceinline__ void load(int64_t gg, unsigned short (&v)[RW][KPL]) const { load_w_rows(w, rows, K, lane, gg, v); }
+  // The raw bits of W's row group gg: row gg * RW + r, K index lane + 32 j; zero outside W.
+  __device__ __forceinline__ void load(int64_t gg, unsigned short (&v)[RW][KPL]) const {
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      const int64_t row = gg * RW + r;
+      const unsigned short* wr = w + row * K;
+#pragma unroll
+      for (int j = 0; j < KPL; ++j) {
+        const int kk = lane + 32 * j;
+        v[r][j] = row < rows && kk < K ? __ldg(wr + kk) : static_cast<unsigned short>(0);
+      }
+    }
+  }
+  // Whether X holds element (m, kk), and its raw bits (only where it does).
+  __device__ __forceinline__ bool in_x(int m, int kk) const { return m < xr && kk < K; }
+  __device__ __forceinline__ unsigned short x_at(const Params& p, int m, int kk) const {
+    return __ldg(xbits + m * p.sx_r + int64_t(kk) * p.sx_k);
+  }
 };
 
 // X in registers (K <= 32 x KPL): each lane holds X's elements at K index lane + 32 j (j < KPL) of
@@ -379,7 +379,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xreg_kernel(const Params p) {
 #pragma unroll
     for (int j = 0; j < KPL; ++j) {
       const int kk = q.lane + 32 * j;
-      xb[m][j] = m < q.xr && kk < q.K ? __ldg(q.xbits + m * p.sx_r + int64_t(kk) * p.sx_k) : static_cast<unsigned short>(0);
+      xb[m][j] = q.in_x(m, kk) ? q.x_at(p, m, kk) : static_cast<unsigned short>(0);
     }
   unsigned short next[RW][KPL];
   q.load(q.g, next);
@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_xsmem_kernel(const Params 
   if (q.g < q.groups) q.load(q.g, v);
   for (int i = threadIdx.x; i < 32 * KPL * MT; i += WARPS * 32) {
     const int m = i % MT, kk = i / MT;
-    sx[i] = m < q.xr && kk < q.K ? bits_to_float<DT>(__ldg(q.xbits + m * p.sx_r + int64_t(kk) * p.sx_k)) : 0.0f;
+    sx[i] = q.in_x(m, kk) ? bits_to_float<DT>(q.x_at(p, m, kk)) : 0.0f;
   }
   __syncthreads();  // (every warp reaches it: the loop below is the only early way out)
   while (q.g < q.groups) {
