@@ -527,11 +527,10 @@ const KernelVariant* Dispatcher::exact_twin(const kforge_hgemm_problem& p, int c
 
 // The GEMV-like family's best variant for `p` by the model, where the family serves it on a fast
 // path: the streaming variants with 16-byte loads of W (K % 8 == 0, or, one row per warp, the
-// shifted path), the small operand's elements contiguous along K (tn), or an nn B of at most
-// kGemvNnMaxN columns, K
-// at least kGemvMinK and at most one CTA per SM; or (DeviceModel::gemv_xregs) the GemvX variants,
-// X in registers, where the streamed side holds at least kGemvXMinElems elements (and
-// DeviceModel::gemv set); else nullptr. Its prediction in *us_out, for resolve()'s bounds.
+// shifted path), the small operand's elements contiguous along K (tn) or an nn B of at most
+// kGemvNnMaxN columns, K at least kGemvMinK and at most one CTA per SM; or
+// (DeviceModel::gemv_xregs) the GemvX variants, X in registers, where the streamed side holds at
+// least kGemvXMinElems elements (and DeviceModel::gemv set); else nullptr. Its prediction in *us_out, for resolve()'s bounds.
 static const KernelVariant* gemv_choice(const kforge_hgemm_problem& p, const DeviceModel& d, int dev, double* us_out) {
   if (!d.gemv) return nullptr;
   size_t count = 0;

@@ -135,8 +135,8 @@ inline constexpr double kWholeKMaxUs = 4.5;
 inline constexpr double kWholeKTinyUs = 1.9;
 // The GEMV-like family (gemv_gemm.cuh: one side of C at most 8, on the CUDA cores) takes a problem
 // off the table where it serves it on a fast path (W as 16-byte vectors, the small operand
-// contiguous along K: tn, or an nn B of at most kGemvNnMaxN columns), K >= kGemvMinK, its launch needs at most one
-// CTA per SM, and its best variant is predicted at most kGemvMaxUs (gemv_predicted_us) and at
+// contiguous along K: tn, or an nn B of at most kGemvNnMaxN columns), K >= kGemvMinK, its launch
+// needs at most one CTA per SM, and its best variant is predicted at most kGemvMaxUs (gemv_predicted_us) and at
 // most kGemvMargin of the prediction for the dispatcher's choice without it: tiny outputs that
 // each need a long K, where the other families split K over clusters or a second kernel. Measured on an H100 (twenty-ninth
 // session, graph mode): 1x1x65536 3.2 us against the decode family's 10.9 (cuBLASLt 3.5), 5x1x3000

@@ -1027,8 +1027,9 @@ int h100_resident_ctas(const kernels::KernelVariant& v) {
 // offgrid37-variants-h100.csv (21 decode, tiny-output and short-K problems, both layouts, and two
 // large ones), harder problems: with it 0.890 (159), 0.914 (163), 0.878 (147) and 0.892 (149)
 // before that session's nn GEMV rule and decode-family proposals, 0.899, 0.925, 0.887 and 0.901
-// after. A dispatch change that loses ground on measured problems fails here. (The probes were taken where picks and fastest variants differed, so the
-// figures are no estimate of the library's speed elsewhere.)
+// after. A dispatch change that loses ground on measured problems fails here. (The probes were
+// taken where picks and fastest variants differed, so the figures are no estimate of the
+// library's speed elsewhere.)
 TEST(HgemmKernels, DispatcherPicksNearTheFastestOnTheProbes) {
   const DispatchTable t = DispatchTable::load(std::string(KFORGE_SOURCE_DIR) + "/data/hgemm/dispatch-table.json");
   const kernels::Dispatcher shipped(t.data(), t.size()), none(nullptr, 0);
