@@ -307,7 +307,11 @@ inline GemvLaunch gemv_launch(const KernelConfig& c, int64_t m, int64_t n, int64
 // problems, data/hgemm/probes/tinyout-variants-h100.csv): R = 1, 1.5 us + 0.2 + 0.1 x xr per
 // block; R = 4, 2.0 + 0.35 + 0.12 x xr; a cluster 0.8. Element by element (K % 8 != 0 with R = 4) and a swapped nn B of
 // several columns (X gathered element by element along K) measured 2-10x slower: charged, and kept
-// off by the dispatcher (gemv_choice). K % 8 != 0 with R = 1 takes the shifted 16-byte path (W's
+// off by the dispatcher (gemv_choice) past kGemvNnMaxN columns. The gather's charge per block grows
+// with the square of the columns, 0.12 x xr^2 (1.0 x xr until the thirty-seventh session): fitted on
+// the 29 nn rows of N >= 2 in the probe tables (H100, graph mode), mean |log error| 0.58 -> 0.50;
+// at N = 2 it was 2-3x high (32x2x65536 nn, R = 4: 13.2 us predicted, 7.1 measured, now 7.1), at
+// N = 8 it hardly moves (8 -> 7.7 per block). K % 8 != 0 with R = 1 takes the shifted 16-byte path (W's
 // rows as the aligned vectors that cover them, X by element, one block of 256 per lane in flight):
 // 0.4 + 0.37 x xr per block (H100, thirtieth session: 2x1x1500 2.1 us, 5x1x3001 3.1, 1x1x65535
 // 5.3, 7x7x20001 7.8-8.8). (Two blocks per lane and X as vectors where its row starts at W's
@@ -361,7 +365,7 @@ inline double gemv_predicted_us(const KernelConfig& c, int64_t m, int64_t n, int
   double per_batch = r == 1 ? 0.2 + 0.1 * xr : 0.35 + 0.12 * xr;
   if (shift) per_batch = 0.4 + 0.37 * xr;  // X by element: eight loads per vector of W
   else if (!vec) per_batch = 0.6 + 0.2 * xr;
-  if (x_gathered && !shift) per_batch += 1.0 * xr;
+  if (x_gathered && !shift) per_batch += 0.12 * xr * xr;
   const double fixed = r == 1 ? 1.5 : 2.0;
   const double chain = rounds * (fixed + batches * per_batch) + (sp.splits > 1 ? 0.8 : 0.0);
   const double bytes = 2.0 * (double(rows) * k + double(small) * k + double(m) * n);

@@ -167,7 +167,8 @@ inline constexpr double kGemvMargin = 0.8;
 // Past those bounds the family still takes a problem where its prediction is at most
 // kGemvClearMargin of the other choice's: a K so long that the other families' few CTAs walk it
 // for tens of microseconds (8x8x131072 tn: 6.3 us predicted against 32 for the 64 x 64 split-K 16
-// tile). Not yet measured past 5 us at K % 8 == 0; both predictions tracked their measurements at
+// tile; it ran 7.45 us on an H100, thirty-seventh session, where cuBLASLt took 9.9; 32x2x65536 nn:
+// 7.1 against 20, ran 7.1 against 18.2). Both predictions tracked their measurements at
 // long K on an H100 (twenty-ninth and thirtieth sessions, graph mode): the family's 7x7x20001 8.3
 // us (ran 8.8) and 1x1x65535 5.4 (5.3), the decode family's 7x7x20001 nn 18.0 (20.6), the split-K
 // tile's 1x64x30000 10.4 (7.3: the margin leaves room for that). The counter-example above keeps
